@@ -1,0 +1,26 @@
+import { defineConfig } from 'vitest/config'
+
+// Two projects: fast unit tests run in parallel; integration tests start their own
+// redis-server processes on free ports (never 6379) and are given longer time-outs.
+export default defineConfig({
+  test: {
+    globals: false,
+    projects: [
+      {
+        extends: true,
+        test: { name: 'unit', include: ['packages/*/test/unit/**/*.test.ts'] },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'integration',
+          include: ['packages/*/test/integration/**/*.test.ts', 'packages/topology/test/**/*.test.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+          fileParallelism: true,
+          maxWorkers: 2,
+        },
+      },
+    ],
+  },
+})
