@@ -1,0 +1,2 @@
+// cluster
+export { hashTag, keySlot, SLOT_COUNT } from './cluster/slot.js'
