@@ -1,0 +1,70 @@
+// Every failure the topology helpers raise is a TopologyError with a stable `code`, so tests
+// and the CLI can branch on `code`/`instanceof` instead of message text.
+export type TopologyErrorCode =
+  | 'E_INVALID_OPTION'
+  | 'E_NODE_START_FAILED'
+  | 'E_PORT_UNAVAILABLE'
+  | 'E_TOPOLOGY_TIMEOUT'
+  | 'E_CLUSTER_COMMAND'
+
+export abstract class TopologyError extends Error {
+  abstract readonly code: TopologyErrorCode
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options)
+    this.name = new.target.name
+  }
+}
+
+export class InvalidOptionError extends TopologyError {
+  readonly code = 'E_INVALID_OPTION'
+  constructor(
+    readonly option: string,
+    message: string,
+  ) {
+    super(`${option}: ${message}`)
+  }
+}
+
+/** redis-server exited (or never answered PING) while starting; `logTail` holds its last log lines. */
+export class NodeStartError extends TopologyError {
+  readonly code = 'E_NODE_START_FAILED'
+  constructor(
+    readonly nodeName: string,
+    readonly port: number,
+    readonly logTail: string,
+    options?: ErrorOptions,
+  ) {
+    super(`${nodeName} (port ${port}) failed to start:\n${logTail}`, options)
+  }
+}
+
+/** No free port could be found or bound after several attempts. */
+export class PortUnavailableError extends TopologyError {
+  readonly code = 'E_PORT_UNAVAILABLE'
+  constructor(readonly attempts: number) {
+    super(`no free port found after ${attempts} attempts`)
+  }
+}
+
+export class TopologyTimeoutError extends TopologyError {
+  readonly code = 'E_TOPOLOGY_TIMEOUT'
+  constructor(
+    readonly waitingFor: string,
+    readonly timeoutMs: number,
+    options?: ErrorOptions,
+  ) {
+    super(`timed out after ${timeoutMs} ms waiting for ${waitingFor}`, options)
+  }
+}
+
+/** A management command (CLUSTER ..., MIGRATE) sent to a node answered with an error. */
+export class ClusterCommandError extends TopologyError {
+  readonly code = 'E_CLUSTER_COMMAND'
+  constructor(
+    readonly port: number,
+    readonly command: string,
+    readonly reply: string,
+  ) {
+    super(`${command} on port ${port} failed: ${reply}`)
+  }
+}

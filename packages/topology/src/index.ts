@@ -1,0 +1,15 @@
+export type { TopologyErrorCode } from './errors.js'
+export {
+  ClusterCommandError,
+  InvalidOptionError,
+  NodeStartError,
+  PortUnavailableError,
+  TopologyError,
+  TopologyTimeoutError,
+} from './errors.js'
+export type { RedisNode } from './node.js'
+export type { AofMode, NodeSet, StartNodesOptions } from './node-set.js'
+export { DEFAULT_NODES_OPTIONS, startNodes } from './node-set.js'
+export { findFreePort } from './ports.js'
+export type { FaultProxy } from './proxy.js'
+export { startProxy } from './proxy.js'

@@ -1,0 +1,232 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { mkdirSync, readFileSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { NodeStartError, TopologyTimeoutError } from './errors.js'
+import { type FindPortOptions, findFreePort } from './ports.js'
+import type { FaultProxy } from './proxy.js'
+import { trackServer, untrackServer } from './reaper.js'
+import { ping } from './resp.js'
+
+/** One redis-server process that can be killed, stopped, restarted and paused. */
+export interface RedisNode {
+  /** 'node-0', 'node-1', ... */
+  readonly name: string
+  /** Always '127.0.0.1'. */
+  readonly host: string
+  /** Where clients connect: the proxy's port when there is a proxy, otherwise serverPort. */
+  readonly port: number
+  /** redis-server's own port, the same across restarts. */
+  readonly serverPort: number
+  readonly password: string | undefined
+  /** The real redis-server pid, undefined while the node is down. */
+  readonly pid: number | undefined
+  readonly running: boolean
+  readonly dataDir: string
+  /** SIGKILL; resolves once the process has exited. */
+  kill(): Promise<void>
+  /** Graceful shutdown (SIGTERM), SIGKILL after 10 s; resolves once the process has exited. */
+  stop(): Promise<void>
+  /** Starts again on the same serverPort and waits for PING. `empty` wipes the data dir first. */
+  restart(opts?: { empty?: boolean }): Promise<void>
+  /** SIGSTOP: the node holds connections open but answers nothing. */
+  pause(): void
+  /** SIGCONT */
+  resume(): void
+  readonly proxy: FaultProxy | undefined
+}
+
+export interface ManagedNodeConfig {
+  name: string
+  serverPort: number
+  dataDir: string
+  password: string | undefined
+  /** redis-server arguments besides --port/--dir/--logfile/--requirepass. */
+  args: string[]
+  /** Removed by the watchdog if the owner dies without cleaning up (see reaper.ts). */
+  cleanupDir?: string
+}
+
+const HOST = '127.0.0.1'
+const START_TIMEOUT_MS = 15_000
+const STOP_GRACE_MS = 10_000
+
+/** Thrown internally when redis-server could not bind its port, so the caller can pick another. */
+export class AddressInUseError extends NodeStartError {}
+
+/** Signals a pid that may have exited a moment ago (its 'exit' event not yet seen). */
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig)
+  } catch {
+    // already gone
+  }
+}
+
+export class ManagedNode implements RedisNode {
+  readonly host = HOST
+  readonly name: string
+  readonly dataDir: string
+  readonly password: string | undefined
+  proxy: FaultProxy | undefined
+  #serverPort: number
+  #config: ManagedNodeConfig
+  #child: ChildProcess | undefined
+  #exited: Promise<void> = Promise.resolve()
+  #paused = false
+
+  constructor(config: ManagedNodeConfig) {
+    this.#config = config
+    this.name = config.name
+    this.dataDir = config.dataDir
+    this.password = config.password
+    this.#serverPort = config.serverPort
+  }
+
+  get serverPort(): number {
+    return this.#serverPort
+  }
+  get port(): number {
+    return this.proxy?.port ?? this.#serverPort
+  }
+  get pid(): number | undefined {
+    return this.#child?.pid
+  }
+  get running(): boolean {
+    return this.#child !== undefined
+  }
+  get logFile(): string {
+    return join(this.dataDir, 'redis.log')
+  }
+
+  /** Before the first start only: the port was taken, try another one. */
+  changeServerPort(port: number): void {
+    this.#serverPort = port
+  }
+
+  async start(): Promise<void> {
+    if (this.#child) return
+    mkdirSync(this.dataDir, { recursive: true })
+    const args = [
+      '--port',
+      String(this.#serverPort),
+      '--dir',
+      this.dataDir,
+      '--logfile',
+      this.logFile,
+      ...this.#config.args,
+    ]
+    if (this.password !== undefined) args.push('--requirepass', this.password)
+    // Logs go to a file: a pipe nobody reads would fill up and block redis-server.
+    const child = spawn('redis-server', args, { stdio: 'ignore', detached: true })
+    const spawned = once(child, 'spawn').then(
+      () => true,
+      () => false,
+    )
+    this.#exited = new Promise<void>((resolve) => {
+      child.once('exit', () => {
+        if (child.pid !== undefined) untrackServer(child.pid)
+        if (this.#child === child) {
+          this.#child = undefined
+          this.#paused = false
+        }
+        resolve()
+      })
+      child.once('error', () => resolve())
+    })
+    if (!(await spawned) || child.pid === undefined) {
+      throw new NodeStartError(this.name, this.#serverPort, 'could not spawn redis-server (is it on PATH?)')
+    }
+    this.#child = child
+    trackServer(child.pid, this.#config.cleanupDir ?? this.dataDir)
+    await this.#waitForPing(child)
+  }
+
+  async #waitForPing(child: ChildProcess): Promise<void> {
+    const deadline = Date.now() + START_TIMEOUT_MS
+    const address = { host: HOST, port: this.#serverPort, password: this.password }
+    while (Date.now() < deadline) {
+      if (this.#child !== child) {
+        const log = this.#logTail()
+        if (/Address already in use/.test(log)) throw new AddressInUseError(this.name, this.#serverPort, log)
+        throw new NodeStartError(this.name, this.#serverPort, log)
+      }
+      if (await ping(address, 500)) return
+      await sleep(50)
+    }
+    await this.kill()
+    throw new NodeStartError(this.name, this.#serverPort, this.#logTail(), {
+      cause: new TopologyTimeoutError('PING', START_TIMEOUT_MS),
+    })
+  }
+
+  #logTail(lines = 15): string {
+    try {
+      return readFileSync(this.logFile, 'utf8').trimEnd().split('\n').slice(-lines).join('\n')
+    } catch {
+      return '(no log)'
+    }
+  }
+
+  async kill(): Promise<void> {
+    const child = this.#child
+    if (!child?.pid) return
+    signal(child.pid, 'SIGKILL')
+    await this.#exited
+  }
+
+  async stop(): Promise<void> {
+    const child = this.#child
+    if (!child?.pid) return
+    const pid = child.pid
+    signal(pid, 'SIGTERM')
+    // A stopped process only acts on SIGTERM once continued.
+    if (this.#paused) signal(pid, 'SIGCONT')
+    const timer = setTimeout(() => this.#child === child && signal(pid, 'SIGKILL'), STOP_GRACE_MS)
+    await this.#exited
+    clearTimeout(timer)
+  }
+
+  async restart(opts: { empty?: boolean } = {}): Promise<void> {
+    await this.stop()
+    if (opts.empty) rmSync(this.dataDir, { recursive: true, force: true })
+    await this.start()
+  }
+
+  pause(): void {
+    if (!this.#child?.pid) return
+    signal(this.#child.pid, 'SIGSTOP')
+    this.#paused = true
+  }
+
+  resume(): void {
+    if (!this.#child?.pid) return
+    signal(this.#child.pid, 'SIGCONT')
+    this.#paused = false
+  }
+
+  /** Stops the server and the proxy; the data dir is left to the owner. */
+  async dispose(): Promise<void> {
+    await this.kill()
+    await this.proxy?.close()
+  }
+}
+
+const MAX_PORT_RETRIES = 5
+
+/**
+ * Starts the node, moving it to another free port when redis-server finds its port taken
+ * (the port was free when picked, but another process may have bound it since).
+ */
+export async function startOnFreePort(node: ManagedNode, portOpts: FindPortOptions = {}): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await node.start()
+      return
+    } catch (err) {
+      if (!(err instanceof AddressInUseError) || attempt >= MAX_PORT_RETRIES) throw err
+      node.changeServerPort(await findFreePort(portOpts))
+    }
+  }
+}

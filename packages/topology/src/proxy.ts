@@ -1,0 +1,170 @@
+import { connect, createServer, type Server, type Socket } from 'node:net'
+
+/** A TCP proxy in front of one node that can delay, swallow, cut and refuse traffic. */
+export interface FaultProxy {
+  readonly port: number
+  /** Delays every chunk in both directions by ms (+ up to jitterMs), keeping the byte order. */
+  setLatency(ms: number, jitterMs?: number): void
+  /**
+   * Partition: connections are still accepted, but nothing is forwarded or answered in either
+   * direction, for existing and new connections. Data that arrives meanwhile is discarded.
+   */
+  blackhole(on: boolean): void
+  /** Resets every current client connection now (the client sees ECONNRESET). */
+  dropConnections(): void
+  /** New connections are closed as soon as they are accepted. */
+  refuse(on: boolean): void
+  /** No latency, no blackhole, no refuse. */
+  reset(): void
+  close(): Promise<void>
+}
+
+interface Fault {
+  latencyMs: number
+  jitterMs: number
+  blackholed: boolean
+}
+
+/**
+ * One direction of one connection. Chunks wait in a FIFO until their due time; a chunk is never
+ * due before the one ahead of it, so jitter cannot reorder bytes.
+ */
+class Pipe {
+  #queue: { due: number; chunk: Buffer }[] = []
+  #timer: NodeJS.Timeout | undefined
+  #lastDue = 0
+
+  constructor(
+    private readonly from: Socket,
+    private readonly to: Socket,
+    private readonly fault: Fault,
+  ) {
+    from.on('data', (chunk: Buffer) => this.#push(chunk))
+    to.on('drain', () => from.resume())
+  }
+
+  #push(chunk: Buffer): void {
+    if (this.fault.blackholed) return
+    const { latencyMs, jitterMs } = this.fault
+    if (latencyMs <= 0 && jitterMs <= 0 && this.#queue.length === 0) {
+      this.#write(chunk)
+      return
+    }
+    const due = Math.max(Date.now() + latencyMs + Math.random() * jitterMs, this.#lastDue)
+    this.#lastDue = due
+    this.#queue.push({ due, chunk })
+    this.#schedule()
+  }
+
+  #schedule(): void {
+    if (this.#timer || this.#queue.length === 0) return
+    const wait = Math.max(0, this.#queue[0]!.due - Date.now())
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined
+      const now = Date.now()
+      while (this.#queue.length > 0 && this.#queue[0]!.due <= now) this.#write(this.#queue.shift()!.chunk)
+      this.#schedule()
+    }, wait)
+  }
+
+  #write(chunk: Buffer): void {
+    // A blackhole swallows what was already in flight too, as a real partition would.
+    if (this.fault.blackholed || this.to.destroyed) return
+    if (!this.to.write(chunk)) this.from.pause()
+  }
+
+  dispose(): void {
+    clearTimeout(this.#timer)
+    this.#queue = []
+  }
+}
+
+class Connection {
+  readonly #pipes: Pipe[] = []
+  /** The upstream went away while blackholed: close the client when the blackhole lifts. */
+  upstreamGone = false
+
+  constructor(
+    readonly client: Socket,
+    readonly upstream: Socket,
+    fault: Fault,
+    private readonly onClose: (c: Connection) => void,
+  ) {
+    this.#pipes.push(new Pipe(client, upstream, fault), new Pipe(upstream, client, fault))
+    client.on('error', () => this.destroy())
+    client.on('close', () => this.destroy())
+    upstream.on('error', () => {})
+    upstream.on('close', () => {
+      // A node that is down or restarting closes the upstream; behind a blackhole the client
+      // must not notice that either.
+      if (fault.blackholed) this.upstreamGone = true
+      else this.destroy()
+    })
+  }
+
+  destroy(reset = false): void {
+    for (const p of this.#pipes) p.dispose()
+    if (reset) this.client.resetAndDestroy()
+    else this.client.destroy()
+    this.upstream.destroy()
+    this.onClose(this)
+  }
+}
+
+/** Starts a proxy on 127.0.0.1 (on `listenPort`, or a free port) forwarding to target. */
+export async function startProxy(
+  target: { host: string; port: number },
+  listenPort = 0,
+): Promise<FaultProxy> {
+  const fault: Fault = { latencyMs: 0, jitterMs: 0, blackholed: false }
+  let refusing = false
+  const connections = new Set<Connection>()
+
+  const server: Server = createServer({ noDelay: true }, (client) => {
+    if (refusing) {
+      client.destroy()
+      return
+    }
+    // A fresh upstream connection per client connection keeps the proxy working across node
+    // restarts: the proxy's own port never changes, only redis-server's process does.
+    const upstream = connect({ host: target.host, port: target.port, noDelay: true })
+    connections.add(new Connection(client, upstream, fault, (c) => connections.delete(c)))
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen({ port: listenPort, host: '127.0.0.1' }, () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  const address = server.address()
+  if (address === null || typeof address === 'string') throw new Error('proxy has no TCP address')
+
+  const proxy: FaultProxy = {
+    port: address.port,
+    setLatency(ms, jitterMs = 0) {
+      fault.latencyMs = Math.max(0, ms)
+      fault.jitterMs = Math.max(0, jitterMs)
+    },
+    blackhole(on) {
+      fault.blackholed = on
+      if (!on) for (const c of connections) if (c.upstreamGone) c.destroy()
+    },
+    dropConnections() {
+      for (const c of connections) c.destroy(true)
+    },
+    refuse(on) {
+      refusing = on
+    },
+    reset() {
+      proxy.setLatency(0)
+      proxy.blackhole(false)
+      proxy.refuse(false)
+    },
+    close() {
+      for (const c of connections) c.destroy()
+      return new Promise((resolve) => server.close(() => resolve()))
+    },
+  }
+  return proxy
+}

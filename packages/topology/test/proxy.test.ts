@@ -1,0 +1,110 @@
+import { connect } from 'node:net'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { type FaultProxy, type NodeSet, type RedisNode, startNodes } from '../src/index.js'
+import { client, settledWithin } from './support.js'
+
+describe('FaultProxy', () => {
+  let set: NodeSet
+  let node: RedisNode
+  let proxy: FaultProxy
+
+  beforeAll(async () => {
+    set = await startNodes({ count: 1 })
+    node = set.nodes[0]!
+    proxy = node.proxy!
+  })
+  afterEach(() => proxy.reset())
+  afterAll(async () => {
+    await set?.stop()
+  })
+
+  it('is where clients connect', async () => {
+    expect(proxy).toBeDefined()
+    expect(node.port).toBe(proxy.port)
+    expect(node.port).not.toBe(node.serverPort)
+    const c = client(node.port)
+    try {
+      expect(await c.ping()).toBe('PONG')
+    } finally {
+      c.disconnect()
+    }
+  })
+
+  it('adds latency in both directions and keeps replies in order', async () => {
+    const c = client(node.port)
+    try {
+      await c.ping()
+      proxy.setLatency(100, 20)
+      const started = performance.now()
+      await c.ping()
+      // 100 ms on the way in and 100 ms on the way out.
+      expect(performance.now() - started).toBeGreaterThanOrEqual(195)
+      const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => c.echo(String(i))))
+      expect(replies).toEqual(Array.from({ length: 20 }, (_, i) => String(i)))
+    } finally {
+      c.disconnect()
+    }
+  })
+
+  it('blackhole makes commands hang on old and new connections, and lifting it lets new ones through', async () => {
+    const old = client(node.port)
+    await old.ping()
+    proxy.blackhole(true)
+    const fresh = client(node.port)
+    let next: ReturnType<typeof client> | undefined
+    try {
+      expect(await settledWithin(old.ping(), 400)).toBe('pending')
+      expect(await settledWithin(fresh.ping(), 400)).toBe('pending')
+      proxy.blackhole(false)
+      // A connection made after the blackhole lifted: the old ones lost bytes mid-protocol.
+      next = client(node.port)
+      expect(await next.ping()).toBe('PONG')
+    } finally {
+      old.disconnect()
+      fresh.disconnect()
+      next?.disconnect()
+    }
+  })
+
+  it('dropConnections resets current client sockets', async () => {
+    const socket = connect({ host: '127.0.0.1', port: node.port })
+    await new Promise((resolve) => socket.once('connect', resolve))
+    socket.write('PING\r\n')
+    await new Promise((resolve) => socket.once('data', resolve))
+    const closed = new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
+      let error: NodeJS.ErrnoException | undefined
+      socket.on('error', (e) => (error = e))
+      socket.once('close', () => resolve(error))
+    })
+    proxy.dropConnections()
+    expect((await closed)?.code).toBe('ECONNRESET')
+  })
+
+  it('refuse closes new connections at once', async () => {
+    proxy.refuse(true)
+    const socket = connect({ host: '127.0.0.1', port: node.port })
+    socket.on('error', () => {})
+    const received: Buffer[] = []
+    socket.on('data', (d) => received.push(d))
+    socket.write('PING\r\n')
+    await new Promise((resolve) => socket.once('close', resolve))
+    expect(received).toHaveLength(0)
+  })
+
+  it('keeps working across node restarts', async () => {
+    await node.kill()
+    const whileDown = client(node.port)
+    try {
+      await expect(whileDown.ping()).rejects.toThrow()
+    } finally {
+      whileDown.disconnect()
+    }
+    await node.restart()
+    const c = client(node.port)
+    try {
+      expect(await c.ping()).toBe('PONG')
+    } finally {
+      c.disconnect()
+    }
+  })
+})
