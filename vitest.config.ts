@@ -1,8 +1,18 @@
+import { fileURLToPath } from 'node:url'
 import { defineConfig } from 'vitest/config'
+
+const src = (p: string) => fileURLToPath(new URL(p, import.meta.url))
 
 // Two projects: fast unit tests run in parallel; integration tests start their own
 // redis-server processes on free ports (never 6379) and are given longer time-outs.
 export default defineConfig({
+  // Tests run against the sources, so no build is needed while iterating.
+  resolve: {
+    alias: {
+      '@kunci/topology': src('./packages/topology/src/index.ts'),
+      kunci: src('./packages/kunci/src/index.ts'),
+    },
+  },
   test: {
     globals: false,
     projects: [

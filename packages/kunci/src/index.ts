@@ -1,3 +1,8 @@
+/**
+ * kunci: correct distributed locks (Redlock with fencing tokens) and caching on Redis.
+ * Explicit named exports only; everything not listed here is internal.
+ */
+
 // cluster
 export { assertValidTag, groupBySlot, KEY_PART_SEPARATOR, sameSlot, taggedKey } from './cluster/hash-tag.js'
 export type { DeleteByPatternOptions, ScanOptions } from './cluster/scan.js'
@@ -12,3 +17,34 @@ export {
   scanKeys,
 } from './cluster/scan.js'
 export { hashTag, keySlot, SLOT_COUNT } from './cluster/slot.js'
+// errors
+export type { ErrorCode, NodeVote, NodeVoteStatus } from './errors.js'
+export {
+  AcquireAbortedError,
+  ClosedError,
+  ERROR_CODES,
+  InvalidOptionError,
+  KunciError,
+  LockLostError,
+  LockNotAcquiredError,
+  LockUnavailableError,
+  MaxHoldExceededError,
+  UnexpectedReplyError,
+} from './errors.js'
+export { LOCK_CHANNELS } from './lock/events.js'
+// locks
+export type { LockState } from './lock/lock.js'
+export { Lock } from './lock/lock.js'
+export type {
+  AcquireOptions,
+  KunciWarning,
+  LockManagerOptions,
+  PersistenceProfile,
+  UsingOptions,
+} from './lock/lock-options.js'
+export { DEFAULT_LOCK_OPTIONS } from './lock/lock-options.js'
+export type { RedisLockOptions } from './lock/redis-lock.js'
+export { RedisLock } from './lock/redis-lock.js'
+export type { RedlockOptions } from './lock/redlock.js'
+export { Redlock } from './lock/redlock.js'
+export type { RedisClient } from './redis/lua-script.js'

@@ -1,0 +1,213 @@
+import { InvalidOptionError } from '../errors.js'
+
+/** The durability a deployment promises for lock and fence keys; nodes weaker than this are warned about. */
+export type PersistenceProfile = 'always' | 'everysec' | 'none'
+
+/** Something a lock manager wants operators to know, e.g. a node without AOF. */
+export interface KunciWarning {
+  readonly code: 'KUNCI_W_PERSISTENCE' | 'KUNCI_W_CONFIG_UNREADABLE'
+  readonly node: number
+  readonly message: string
+}
+
+/** Per-acquisition settings. Each can be set on the manager (default for all calls) or per call. */
+export interface AcquireOptions {
+  /** Lock time-to-live on every node, in ms. Must exceed the drift allowance and nodeTimeoutMs. @defaultValue 10000 */
+  ttlMs?: number
+  /** Attempts after the first one that lost to another holder or an outage. 0 = a single attempt. @defaultValue 10 */
+  retryCount?: number
+  /** Base wait between attempts, in ms; a release notification ends the wait early. @defaultValue 200 */
+  retryDelayMs?: number
+  /** Uniform random extra wait added to each retry delay, in ms, so competing clients spread out. @defaultValue 100 */
+  retryJitterMs?: number
+  /**
+   * Upper bound on the whole acquire, queueing behind holders in this process included, in ms.
+   * @defaultValue (retryCount + 1) × (retryDelayMs + retryJitterMs)
+   */
+  acquireTimeoutMs?: number
+  /** Cancels a waiting acquire at once; keys granted by an attempt in flight are released. */
+  signal?: AbortSignal | undefined
+}
+
+/** Options of `using()`: acquisition plus automatic extension. */
+export interface UsingOptions extends AcquireOptions {
+  /** Extend when the remaining validity drops below this, in ms. @defaultValue ttlMs / 2 */
+  extendBeforeMs?: number
+  /** Stop extending after holding this long, in ms; the signal then aborts with E_LOCK_MAX_HOLD. Infinity = no bound. @defaultValue 60000 */
+  maxHoldMs?: number
+}
+
+export interface LockManagerOptions extends Omit<AcquireOptions, 'signal' | 'acquireTimeoutMs'> {
+  /** Per-node time-out for one command, in ms; a slow, paused or cut-off node cannot stall an attempt longer. @defaultValue 200 */
+  nodeTimeoutMs?: number
+  /** Clock drift allowance = ttl × driftFactor + driftConstantMs. @defaultValue 0.01 */
+  driftFactor?: number
+  /** @defaultValue 2 */
+  driftConstantMs?: number
+  /**
+   * Largest ttlMs any client uses with these nodes. A node that restarted does not vote until this
+   * long after its restart, so every lock granted before the restart has expired.
+   * @defaultValue 60000
+   */
+  maxTtlMs?: number
+  /** Keep restarted nodes out of the quorum for maxTtlMs (the "delayed restart" of the Redlock spec). @defaultValue true */
+  quarantine?: boolean
+  /** The durability you expect of the nodes; weaker nodes trigger a warning at start-up. @defaultValue 'always' */
+  persistence?: PersistenceProfile
+  /** Prefix of every key and channel. @defaultValue 'kunci:' */
+  prefix?: string
+  /** Consecutive in-process hand-overs before a waiting client in another process gets its turn. @defaultValue 8 */
+  maxLocalHandoffs?: number
+  /** Receives warnings. @defaultValue process.emitWarning */
+  onWarning?: (warning: KunciWarning) => void
+}
+
+/** Every default in one place. Keep the `@defaultValue` tags above in step with this table. */
+export const DEFAULT_LOCK_OPTIONS = Object.freeze({
+  ttlMs: 10_000,
+  retryCount: 10,
+  retryDelayMs: 200,
+  retryJitterMs: 100,
+  nodeTimeoutMs: 200,
+  driftFactor: 0.01,
+  driftConstantMs: 2,
+  maxTtlMs: 60_000,
+  quarantine: true,
+  persistence: 'always' as PersistenceProfile,
+  prefix: 'kunci:',
+  maxLocalHandoffs: 8,
+  maxHoldMs: 60_000,
+})
+
+export interface ResolvedManagerOptions {
+  readonly nodeTimeoutMs: number
+  readonly driftFactor: number
+  readonly driftConstantMs: number
+  readonly maxTtlMs: number
+  readonly quarantine: boolean
+  readonly persistence: PersistenceProfile
+  readonly prefix: string
+  readonly maxLocalHandoffs: number
+  readonly onWarning: (warning: KunciWarning) => void
+  readonly acquire: ResolvedAcquireOptions
+}
+
+export interface ResolvedAcquireOptions {
+  readonly ttlMs: number
+  readonly retryCount: number
+  readonly retryDelayMs: number
+  readonly retryJitterMs: number
+  readonly acquireTimeoutMs: number
+  /** ttlMs × driftFactor + driftConstantMs, precomputed. */
+  readonly driftMs: number
+}
+
+function int(name: string, v: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new InvalidOptionError(name, `expected an integer between ${min} and ${max}, got ${String(v)}`)
+  }
+  return v
+}
+function num(name: string, v: unknown, min: number, allowInfinity = false): number {
+  if (typeof v !== 'number' || Number.isNaN(v) || v < min || (!allowInfinity && !Number.isFinite(v))) {
+    throw new InvalidOptionError(
+      name,
+      `expected a number >= ${min}${allowInfinity ? ' (or Infinity)' : ''}, got ${String(v)}`,
+    )
+  }
+  return v
+}
+
+export function resolveManagerOptions(input: LockManagerOptions): ResolvedManagerOptions {
+  const d = DEFAULT_LOCK_OPTIONS
+  const nodeTimeoutMs = int('nodeTimeoutMs', input.nodeTimeoutMs ?? d.nodeTimeoutMs, 1)
+  const driftFactor = num('driftFactor', input.driftFactor ?? d.driftFactor, 0)
+  if (driftFactor >= 1) throw new InvalidOptionError('driftFactor', `must be below 1, got ${driftFactor}`)
+  const driftConstantMs = num('driftConstantMs', input.driftConstantMs ?? d.driftConstantMs, 0)
+  const maxTtlMs = int('maxTtlMs', input.maxTtlMs ?? d.maxTtlMs, 1)
+  const persistence = input.persistence ?? d.persistence
+  if (!['always', 'everysec', 'none'].includes(persistence)) {
+    throw new InvalidOptionError(
+      'persistence',
+      `expected 'always', 'everysec' or 'none', got ${String(persistence)}`,
+    )
+  }
+  const prefix = input.prefix ?? d.prefix
+  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
+    throw new InvalidOptionError(
+      'prefix',
+      'expected a string without "{" or "}" (the resource is the hash tag)',
+    )
+  }
+  const onWarning = input.onWarning ?? defaultWarning
+  if (typeof onWarning !== 'function') throw new InvalidOptionError('onWarning', 'expected a function')
+  const base = {
+    nodeTimeoutMs,
+    driftFactor,
+    driftConstantMs,
+    maxTtlMs,
+    quarantine: input.quarantine ?? d.quarantine,
+    persistence,
+    prefix,
+    maxLocalHandoffs: int('maxLocalHandoffs', input.maxLocalHandoffs ?? d.maxLocalHandoffs, 0),
+    onWarning,
+  }
+  const acquire = resolveAcquireOptions(input, { ...base, acquire: undefined as never })
+  return Object.freeze({ ...base, acquire })
+}
+
+/**
+ * Merges per-call options over the manager's (or the defaults) and range-checks the result.
+ * The manager resolves its own defaults once; calls without options reuse that object.
+ */
+export function resolveAcquireOptions(
+  input: AcquireOptions,
+  manager: Omit<ResolvedManagerOptions, 'acquire'> & { acquire?: ResolvedAcquireOptions },
+): ResolvedAcquireOptions {
+  const base = manager.acquire ?? DEFAULT_LOCK_OPTIONS
+  const ttlMs = int('ttlMs', input.ttlMs ?? base.ttlMs, 1)
+  if (ttlMs > manager.maxTtlMs) {
+    throw new InvalidOptionError(
+      'ttlMs',
+      `${ttlMs} exceeds maxTtlMs (${manager.maxTtlMs}); raise maxTtlMs on the manager (restarted nodes then sit out longer)`,
+    )
+  }
+  const driftMs = ttlMs * manager.driftFactor + manager.driftConstantMs
+  if (ttlMs <= driftMs) {
+    // Even an instant grant would already be invalid: fail now instead of on every attempt.
+    throw new InvalidOptionError(
+      'ttlMs',
+      `${ttlMs} ms leaves no validity after the clock-drift allowance of ${driftMs} ms ` +
+        `(ttl × driftFactor + driftConstantMs); use a ttlMs well above it, e.g. ${Math.max(100, Math.ceil(10 * driftMs))}`,
+    )
+  }
+  const retryCount = int('retryCount', input.retryCount ?? base.retryCount, 0)
+  const retryDelayMs = int('retryDelayMs', input.retryDelayMs ?? base.retryDelayMs, 0)
+  const retryJitterMs = int('retryJitterMs', input.retryJitterMs ?? base.retryJitterMs, 0)
+  const acquireTimeoutMs = num(
+    'acquireTimeoutMs',
+    input.acquireTimeoutMs ?? (retryCount + 1) * (retryDelayMs + retryJitterMs) + manager.nodeTimeoutMs,
+    0,
+    true,
+  )
+  if (input.signal !== undefined && !(input.signal instanceof AbortSignal)) {
+    throw new InvalidOptionError('signal', 'expected an AbortSignal')
+  }
+  return { ttlMs, retryCount, retryDelayMs, retryJitterMs, acquireTimeoutMs, driftMs }
+}
+
+export function resolveUsingLimits(
+  input: UsingOptions,
+  ttlMs: number,
+): { extendBeforeMs: number; maxHoldMs: number } {
+  const extendBeforeMs = int('extendBeforeMs', input.extendBeforeMs ?? Math.ceil(ttlMs / 2), 1)
+  if (extendBeforeMs >= ttlMs) {
+    throw new InvalidOptionError('extendBeforeMs', `must be below ttlMs (${ttlMs}), got ${extendBeforeMs}`)
+  }
+  const maxHoldMs = num('maxHoldMs', input.maxHoldMs ?? DEFAULT_LOCK_OPTIONS.maxHoldMs, 1, true)
+  return { extendBeforeMs, maxHoldMs }
+}
+
+function defaultWarning(w: KunciWarning): void {
+  process.emitWarning(w.message, { code: w.code })
+}

@@ -1,0 +1,264 @@
+import { Cluster } from 'ioredis'
+import { keySlot } from '../cluster/slot.js'
+import { UnexpectedReplyError } from '../errors.js'
+import { type LuaScript, type RedisClient, runScript } from '../redis/lua-script.js'
+import { publishEvent, QUARANTINE_CHANNEL, WARNING_CHANNEL } from './events.js'
+import type { KunciWarning, PersistenceProfile } from './lock-options.js'
+
+interface Pending {
+  readonly keys: readonly string[]
+  readonly args: readonly (string | number)[]
+  readonly resolve: (reply: unknown) => void
+  readonly reject: (err: Error) => void
+}
+
+/** Upper bound on requests folded into one script call, so one call never blocks a node for long. */
+const MAX_BATCH = 256
+
+export interface NodeLinkOptions {
+  readonly quarantine: boolean
+  readonly maxTtlMs: number
+  readonly persistence: PersistenceProfile
+  readonly nodeTimeoutMs: number
+  readonly onWarning: (warning: KunciWarning) => void
+}
+
+/**
+ * One Redis node as the lock manager sees it: its client, whether it may vote, and a batcher
+ * that folds requests made in the same tick into one script call.
+ *
+ * Restarts are caught from the connection: ioredis emits `close` when the socket drops, which
+ * bumps `incarnation` and stops the node voting until `INFO` on the new connection has been
+ * read. A changed `run_id`, or an uptime below maxTtlMs, means the node may have lost locks it
+ * granted, so it sits out (quarantine) until maxTtlMs after its start. A reply that arrives for
+ * an older incarnation is not counted: ioredis may resend a command to the restarted server.
+ */
+export class NodeLink {
+  readonly index: number
+  readonly client: RedisClient
+  readonly isCluster: boolean
+  #opts: NodeLinkOptions
+  #incarnation = 0
+  #verified = false
+  #verifying: Promise<void> | undefined
+  #quarantinedUntil = 0
+  #runId: string | undefined
+  #warnedRunId: string | undefined
+  #queues = new Map<LuaScript, Pending[]>()
+  #flushScheduled = false
+  #closed = false
+
+  constructor(index: number, client: RedisClient, opts: NodeLinkOptions) {
+    this.index = index
+    this.client = client
+    this.isCluster = client instanceof Cluster
+    this.#opts = opts
+    client.on('close', this.#onClose)
+    client.on('ready', this.#onReady)
+    if (this.isCluster) {
+      // A cluster fails over to replicas instead of restarting empty; the client follows it.
+      this.#verified = true
+    } else if (client.status === 'ready') {
+      void this.#startVerify()
+    }
+  }
+
+  get incarnation(): number {
+    return this.#incarnation
+  }
+
+  /** May this node's answer count toward a quorum right now? */
+  canVote(now = performance.now()): boolean {
+    return this.#verified && now >= this.#quarantinedUntil
+  }
+
+  /** Why the node cannot vote, for the per-node outcome. */
+  get quarantined(): boolean {
+    return this.#verified && performance.now() < this.#quarantinedUntil
+  }
+
+  /** Resolves once the node has been checked (or the check failed); used before the first vote. */
+  whenVerified(): Promise<void> | undefined {
+    if (this.#verified || this.#closed) return undefined
+    return this.#verifying ?? this.#startVerify()
+  }
+
+  /** Queues one request for `script`; requests queued in the same tick share a script call. */
+  call(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      let queue = this.#queues.get(script)
+      if (!queue) this.#queues.set(script, (queue = []))
+      queue.push({ keys, args, resolve, reject })
+      if (!this.#flushScheduled) {
+        this.#flushScheduled = true
+        queueMicrotask(this.#flush)
+      }
+    })
+  }
+
+  detach(): void {
+    this.#closed = true
+    this.client.off('close', this.#onClose)
+    this.client.off('ready', this.#onReady)
+  }
+
+  #onClose = (): void => {
+    this.#incarnation++
+    if (!this.isCluster) this.#verified = false
+  }
+
+  #onReady = (): void => {
+    if (!this.isCluster) void this.#startVerify()
+  }
+
+  #startVerify(): Promise<void> {
+    const incarnation = this.#incarnation
+    const p = this.#verify(incarnation).finally(() => {
+      if (this.#verifying === p) this.#verifying = undefined
+    })
+    this.#verifying = p
+    return p
+  }
+
+  async #verify(incarnation: number): Promise<void> {
+    let info: string
+    try {
+      info = await withTimeout((this.client as import('ioredis').Redis).info(), this.#opts.nodeTimeoutMs * 5)
+    } catch {
+      return // stays unverified; the next `ready` or vote tries again
+    }
+    if (incarnation !== this.#incarnation || this.#closed) return
+    const fields = parseInfo(info)
+    const runId = fields.get('run_id')
+    const uptimeMs = Number(fields.get('uptime_in_seconds') ?? '0') * 1000
+    if (this.#opts.quarantine) {
+      const restarted = this.#runId !== undefined && runId !== this.#runId
+      // uptime has 1 s resolution and is rounded down: we may wait up to 1 s longer than needed.
+      const remaining = this.#opts.maxTtlMs - uptimeMs
+      if ((restarted || this.#runId === undefined) && remaining > 0) {
+        this.#quarantinedUntil = performance.now() + remaining
+        publishEvent(QUARANTINE_CHANNEL, { node: this.index, runId, restarted, quarantineMs: remaining })
+      }
+    }
+    this.#runId = runId
+    this.#verified = true
+    if (runId !== this.#warnedRunId) {
+      this.#warnedRunId = runId
+      void this.#checkPersistence(fields)
+    }
+  }
+
+  async #checkPersistence(fields: Map<string, string>): Promise<void> {
+    const want = this.#opts.persistence
+    if (want === 'none') return
+    const aof = fields.get('aof_enabled') === '1'
+    let fsync: string | undefined
+    if (aof) {
+      try {
+        const reply = (await (this.client as import('ioredis').Redis).config(
+          'GET',
+          'appendfsync',
+        )) as string[]
+        fsync = reply[1]
+      } catch (err) {
+        this.#warn({
+          code: 'KUNCI_W_CONFIG_UNREADABLE',
+          node: this.index,
+          message: `kunci: node ${this.index}: cannot read appendfsync (${(err as Error).message}); assuming it is weaker than '${want}'.`,
+        })
+      }
+    }
+    const strongEnough = aof && (fsync === 'always' || (want === 'everysec' && fsync === 'everysec'))
+    if (!strongEnough) {
+      this.#warn({
+        code: 'KUNCI_W_PERSISTENCE',
+        node: this.index,
+        message:
+          `kunci: node ${this.index} runs with ${aof ? `appendfsync ${fsync ?? 'unknown'}` : 'AOF disabled'}, ` +
+          `weaker than the '${want}' profile: after a crash it can forget locks and fencing tokens. ` +
+          `Enable 'appendonly yes' + 'appendfsync ${want}', or keep restart quarantine on (the default).`,
+      })
+    }
+  }
+
+  #warn(w: KunciWarning): void {
+    publishEvent(WARNING_CHANNEL, w)
+    this.#opts.onWarning(w)
+  }
+
+  #flush = (): void => {
+    this.#flushScheduled = false
+    for (const [script, queue] of this.#queues) {
+      if (queue.length === 0) continue
+      this.#queues.set(script, [])
+      if (this.isCluster) {
+        // A script may only touch keys of one slot on a cluster: one call per slot.
+        const bySlot = new Map<number, Pending[]>()
+        for (const p of queue) {
+          const slot = keySlot(p.keys[0]!)
+          const group = bySlot.get(slot)
+          if (group) group.push(p)
+          else bySlot.set(slot, [p])
+        }
+        for (const group of bySlot.values()) this.#send(script, group)
+      } else {
+        for (let i = 0; i < queue.length; i += MAX_BATCH) this.#send(script, queue.slice(i, i + MAX_BATCH))
+      }
+    }
+  }
+
+  #send(script: LuaScript, batch: Pending[]): void {
+    let keys: string[]
+    let args: (string | number)[]
+    if (batch.length === 1) {
+      const only = batch[0]!
+      keys = only.keys as string[]
+      args = [1, ...only.args]
+    } else {
+      keys = []
+      args = [batch.length]
+      for (const p of batch) {
+        for (const k of p.keys) keys.push(k)
+        for (const a of p.args) args.push(a)
+      }
+    }
+    runScript(this.client, script, keys, args).then(
+      (reply) => {
+        if (!Array.isArray(reply) || reply.length !== batch.length) {
+          const err = new UnexpectedReplyError(script.name, reply)
+          for (const p of batch) p.reject(err)
+          return
+        }
+        for (let i = 0; i < batch.length; i++) batch[i]!.resolve(reply[i])
+      },
+      (err: Error) => {
+        for (const p of batch) p.reject(err)
+      },
+    )
+  }
+}
+
+function parseInfo(info: string): Map<string, string> {
+  const out = new Map<string, string>()
+  for (const line of info.split('\r\n')) {
+    const i = line.indexOf(':')
+    if (i > 0) out.set(line.slice(0, i), line.slice(i + 1))
+  }
+  return out
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms)
+    p.then(
+      (v) => {
+        clearTimeout(t)
+        resolve(v)
+      },
+      (e) => {
+        clearTimeout(t)
+        reject(e)
+      },
+    )
+  })
+}

@@ -1,0 +1,244 @@
+import { type NodeVote, type NodeVoteStatus, UnexpectedReplyError } from '../errors.js'
+import { loadScript } from '../redis/lua-script.js'
+import { hasSubscribers, NODE_ERROR_CHANNEL, publishEvent } from './events.js'
+import type { FenceClock } from './fence-clock.js'
+import type { NodeLink } from './node-link.js'
+import { gather, type Outcome } from './quorum.js'
+import { randomToken } from './tokens.js'
+
+const ACQUIRE = loadScript(new URL('./scripts/acquire.lua', import.meta.url))
+const RELEASE = loadScript(new URL('./scripts/release.lua', import.meta.url))
+const EXTEND = loadScript(new URL('./scripts/extend.lua', import.meta.url))
+
+/** The nodes of one lock manager and what every operation on them needs. */
+export interface Nodes {
+  readonly links: readonly NodeLink[]
+  readonly quorum: number
+  readonly nodeTimeoutMs: number
+  readonly clock: FenceClock
+}
+
+/** The keys of one lock, precomputed once per acquisition. */
+export interface LockTarget {
+  readonly resources: readonly string[]
+  /** lock, fence, wait key for each resource, in that order: what acquire.lua takes. */
+  readonly acquireKeys: readonly string[]
+  /** The lock keys alone: what release.lua and extend.lua take, and the release channels. */
+  readonly lockKeys: readonly string[]
+}
+
+export type AttemptResult =
+  | {
+      readonly kind: 'granted'
+      readonly token: string
+      readonly fence: number
+      /** performance.now() at which the lock stops being valid locally. */
+      readonly validUntil: number
+      readonly votes: NodeVote[]
+      readonly prevReleasedOn: number
+    }
+  | {
+      readonly kind: 'held' | 'fenced' | 'outage' | 'expired' | 'yielded'
+      readonly votes: NodeVote[]
+      /** For `held`: the longest remaining TTL reported, in ms. */
+      readonly pttl: number
+      readonly prevReleasedOn: number
+    }
+
+type AcquireReply = [number, number, number, number]
+
+/**
+ * One acquisition attempt on all nodes at once: the same random token and the same fencing
+ * proposal everywhere, each node answering within nodeTimeoutMs. Decides as soon as a quorum
+ * granted or can no longer grant. On failure, partial grants are released on every node that
+ * may hold one before this returns. With `prev`, the attempt hands the lock over from the
+ * holder `prev` in the same round trip (release + acquire in one script call).
+ */
+export async function attemptAcquire(
+  nodes: Nodes,
+  target: LockTarget,
+  ttlMs: number,
+  driftMs: number,
+  prev = '',
+  yieldToOthers = false,
+): Promise<AttemptResult> {
+  const { links, quorum } = nodes
+  const n = links.length
+  const token = randomToken()
+  const fence = nodes.clock.next()
+  const args = [token, ttlMs, fence, target.resources.length, prev, yieldToOthers ? '1' : '0']
+  const start = performance.now()
+  const requests: (Promise<unknown> | undefined)[] = new Array(n)
+  for (let i = 0; i < n; i++) {
+    const link = links[i]!
+    if (link.canVote(start)) requests[i] = stamped(link, link.call(ACQUIRE, target.acquireKeys, args))
+    else {
+      const pendingCheck = link.whenVerified()
+      requests[i] = pendingCheck?.then(() => {
+        if (!link.canVote()) throw notVoting
+        return stamped(link, link.call(ACQUIRE, target.acquireKeys, args))
+      })
+    }
+  }
+  let granted = 0
+  let refused = 0
+  const outcomes = await gather(requests, nodes.nodeTimeoutMs, (out) => {
+    granted = 0
+    refused = 0
+    for (const o of out) {
+      if (o === undefined) continue
+      if (o.ok && (o.value as AcquireReply)[0] === 1) granted++
+      else refused++
+    }
+    return granted >= quorum || refused > n - quorum
+  })
+  const now = performance.now()
+  const votes: NodeVote[] = new Array(n)
+  let grants = 0
+  let held = 0
+  let fenced = 0
+  let yielded = 0
+  let pttl = 0
+  let prevReleasedOn = 0
+  for (let i = 0; i < n; i++) {
+    const o = outcomes[i]
+    const status = voteOf(links[i]!, o)
+    votes[i] = o && !o.ok ? { node: i, status, error: o.error } : { node: i, status }
+    if (o?.ok) {
+      const r = checkReply(o.value)
+      if (r[3] > 0) prevReleasedOn++
+      if (r[0] === 1) grants++
+      else if (r[0] === 0) {
+        held++
+        if (r[1] > pttl) pttl = r[1]
+        nodes.clock.observe(r[2])
+      } else if (r[0] === 2) {
+        fenced++
+        nodes.clock.observe(r[1])
+      } else yielded++
+    } else if (o && hasSubscribers(NODE_ERROR_CHANNEL)) {
+      publishEvent(NODE_ERROR_CHANNEL, { node: i, op: 'acquire', status, error: o.error })
+    }
+  }
+  if (grants >= quorum) {
+    const validUntil = start + ttlMs - driftMs
+    if (validUntil > now) {
+      if (prev !== '') {
+        // prev was overwritten wherever the new token was granted; elsewhere it may linger.
+        const rest = outcomes.flatMap((o, i) => (o?.ok ? [] : [i]))
+        if (rest.length > 0) void releaseOn(nodes, target, prev, rest, '')
+      }
+      return { kind: 'granted', token, fence, validUntil, votes, prevReleasedOn }
+    }
+  }
+  // Nodes that said held/fenced/yielded wrote nothing for this token; any other may have.
+  const cleanup: number[] = []
+  for (let i = 0; i < n; i++) {
+    const o = outcomes[i]
+    const r = o?.ok ? (o.value as AcquireReply) : undefined
+    if (r === undefined || r[0] === 1) cleanup.push(i)
+  }
+  // A hand-over whose prev survives on a node that did not answer: release prev there too.
+  await releaseOn(nodes, target, token, cleanup, prev)
+  const answered = grants + held + fenced + yielded
+  const kind =
+    grants >= quorum
+      ? 'expired'
+      : yielded > 0
+        ? 'yielded'
+        : answered < quorum
+          ? 'outage'
+          : held > 0
+            ? 'held'
+            : 'fenced'
+  return { kind, votes, pttl, prevReleasedOn }
+}
+
+/** Compare-and-delete on every node; counts the nodes on which all of the lock's keys were ours. */
+export async function releaseAll(
+  nodes: Nodes,
+  target: LockTarget,
+  token: string,
+): Promise<{ released: number; answered: number; votes: NodeVote[] }> {
+  const args = [token, target.lockKeys.length]
+  const requests = nodes.links.map((l) => l.call(RELEASE, target.lockKeys, args))
+  const outcomes = await gather(requests, nodes.nodeTimeoutMs)
+  let released = 0
+  let answered = 0
+  const votes = outcomes.map((o, i): NodeVote => {
+    if (!o?.ok)
+      return { node: i, status: o?.timedOut ? 'timeout' : 'error', ...(o ? { error: o.error } : {}) }
+    answered++
+    if (Number(o.value) === target.lockKeys.length) {
+      released++
+      return { node: i, status: 'released' }
+    }
+    return { node: i, status: 'not-owner' }
+  })
+  return { released, answered, votes }
+}
+
+/** Compare-and-pexpire on every node; counts the nodes that extended every key of the lock. */
+export async function extendAll(
+  nodes: Nodes,
+  target: LockTarget,
+  token: string,
+  ttlMs: number,
+): Promise<{ extended: number; answered: number; votes: NodeVote[]; start: number }> {
+  const start = performance.now()
+  const args = [token, ttlMs, target.lockKeys.length]
+  const requests = nodes.links.map((l) =>
+    l.canVote(start) ? stamped(l, l.call(EXTEND, target.lockKeys, args)) : undefined,
+  )
+  const outcomes = await gather(requests, nodes.nodeTimeoutMs)
+  let extended = 0
+  let answered = 0
+  const votes = outcomes.map((o, i): NodeVote => {
+    if (o === undefined) return { node: i, status: 'quarantined' }
+    if (!o.ok) return { node: i, status: o.timedOut ? 'timeout' : 'error', error: o.error }
+    answered++
+    if (Number(o.value) === 1) {
+      extended++
+      return { node: i, status: 'granted' }
+    }
+    return { node: i, status: 'not-owner' }
+  })
+  return { extended, answered, votes, start }
+}
+
+async function releaseOn(nodes: Nodes, target: LockTarget, token: string, on: number[], prev: string) {
+  if (on.length === 0 && prev === '') return
+  const requests: Promise<unknown>[] = []
+  for (const i of on)
+    requests.push(nodes.links[i]!.call(RELEASE, target.lockKeys, [token, target.lockKeys.length]))
+  if (prev !== '') {
+    for (const l of nodes.links)
+      requests.push(l.call(RELEASE, target.lockKeys, [prev, target.lockKeys.length]))
+  }
+  await gather(requests, nodes.nodeTimeoutMs)
+}
+
+const notVoting = new Error('node may not vote (restart quarantine or not verified)')
+
+/** Rejects a reply that belongs to an older connection of the node (it may have restarted since). */
+function stamped<T>(link: NodeLink, p: Promise<T>): Promise<T> {
+  const incarnation = link.incarnation
+  return p.then((v) => {
+    if (link.incarnation !== incarnation) throw notVoting
+    return v
+  })
+}
+
+function voteOf(link: NodeLink, o: Outcome<unknown>): NodeVoteStatus {
+  if (o === undefined) return 'quarantined'
+  if (!o.ok)
+    return o.error === notVoting || link.quarantined ? 'quarantined' : o.timedOut ? 'timeout' : 'error'
+  const s = (o.value as AcquireReply)[0]
+  return s === 1 ? 'granted' : s === 0 ? 'held' : s === 2 ? 'fenced' : 'not-owner'
+}
+
+function checkReply(v: unknown): AcquireReply {
+  if (!Array.isArray(v) || v.length !== 4 || typeof v[0] !== 'number')
+    throw new UnexpectedReplyError('acquire', v)
+  return v as AcquireReply
+}

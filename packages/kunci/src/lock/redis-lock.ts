@@ -1,0 +1,93 @@
+import { Cluster } from 'ioredis'
+import { keySlot } from '../cluster/slot.js'
+import { InvalidOptionError } from '../errors.js'
+import { lockKeysShareSlot } from '../redis/keys.js'
+import type { RedisClient } from '../redis/lua-script.js'
+import type { Lock } from './lock.js'
+import type { LockManagerOptions } from './lock-options.js'
+import type { LockTarget } from './node-ops.js'
+import { Redlock } from './redlock.js'
+
+export interface RedisLockOptions extends LockManagerOptions {
+  /** A standalone or Redis Cluster ioredis client. */
+  client: RedisClient
+  /**
+   * After each grant, `WAIT replicas timeoutMs` for replica acknowledgement. Best effort: it
+   * narrows the window in which a failover loses the lock, it does not close it (see docs/locks.md).
+   * @defaultValue undefined (no WAIT)
+   */
+  waitForReplicas?: { replicas: number; timeoutMs: number }
+}
+
+/**
+ * The same lock API on a single Redis (standalone, or a Cluster client with the lock and fence
+ * keys in one hash slot). Correct as long as that one node (or shard master) does not lose its
+ * data; use `Redlock` when a node crash must not break mutual exclusion.
+ */
+export class RedisLock extends Redlock {
+  #wait: { replicas: number; timeoutMs: number } | undefined
+  #client: RedisClient
+
+  constructor(options: RedisLockOptions) {
+    if (options === null || typeof options !== 'object')
+      throw new InvalidOptionError('options', 'expected { client }')
+    const { client, waitForReplicas, ...rest } = options
+    super({ ...rest, clients: [client] })
+    this.#client = client
+    if (waitForReplicas !== undefined) {
+      const { replicas, timeoutMs } = waitForReplicas
+      if (!Number.isInteger(replicas) || replicas < 1 || !Number.isInteger(timeoutMs) || timeoutMs < 1) {
+        throw new InvalidOptionError(
+          'waitForReplicas',
+          'expected { replicas: integer >= 1, timeoutMs: integer >= 1 }',
+        )
+      }
+      this.#wait = { replicas, timeoutMs }
+    }
+  }
+
+  protected override target(resources: string | readonly string[]): LockTarget {
+    const t = super.target(resources)
+    if (this.#client instanceof Cluster) {
+      for (const r of t.resources) {
+        if (!lockKeysShareSlot(r)) {
+          throw new InvalidOptionError(
+            'resources',
+            `"${r}" starts with "}", which breaks the hash tag on a cluster`,
+          )
+        }
+      }
+      const slot = keySlot(t.lockKeys[0]!)
+      if (t.lockKeys.some((k) => keySlot(k) !== slot)) {
+        throw new InvalidOptionError(
+          'resources',
+          'on a Redis Cluster all resources of one lock must share a hash slot: give them a common hash tag, e.g. "{order:42}:a" and "{order:42}:b"',
+        )
+      }
+    }
+    return t
+  }
+
+  protected override afterGrant(lock: Lock): Promise<void> | undefined {
+    if (!this.#wait) return undefined
+    const { replicas, timeoutMs } = this.#wait
+    const client = this.#client
+    const node =
+      client instanceof Cluster
+        ? nodeForSlot(client, keySlot(lock.target.lockKeys[0]!))
+        : (client as import('ioredis').Redis)
+    if (!node) return undefined
+    // WAIT only counts writes made on the same connection, which is the one the script used.
+    return node.wait(replicas, timeoutMs).then(
+      () => undefined,
+      () => undefined,
+    )
+  }
+}
+
+function nodeForSlot(cluster: Cluster, slot: number): import('ioredis').Redis | undefined {
+  const owners = (cluster as unknown as { slots: string[][] }).slots[slot]
+  const key = owners?.[0]
+  if (!key) return undefined
+  return cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === key)
+}

@@ -1,0 +1,457 @@
+import { Redis } from 'ioredis'
+import {
+  AcquireAbortedError,
+  ClosedError,
+  InvalidOptionError,
+  LockLostError,
+  LockNotAcquiredError,
+  LockUnavailableError,
+} from '../errors.js'
+import { lockKeys } from '../redis/keys.js'
+import type { RedisClient } from '../redis/lua-script.js'
+import {
+  ACQUIRED_CHANNEL,
+  CONTENTION_CHANNEL,
+  EXTENDED_CHANNEL,
+  FAILED_CHANNEL,
+  hasSubscribers,
+  LOST_CHANNEL,
+  publishEvent,
+  RELEASED_CHANNEL,
+} from './events.js'
+import { FenceClock } from './fence-clock.js'
+import { type LocalWaiter, ResourceQueue } from './local-queue.js'
+import { Lock, type LockOwner } from './lock.js'
+import {
+  type AcquireOptions,
+  type LockManagerOptions,
+  type ResolvedAcquireOptions,
+  type ResolvedManagerOptions,
+  resolveAcquireOptions,
+  resolveManagerOptions,
+  type UsingOptions,
+} from './lock-options.js'
+import { NodeLink } from './node-link.js'
+import {
+  type AttemptResult,
+  attemptAcquire,
+  extendAll,
+  type LockTarget,
+  type Nodes,
+  releaseAll,
+} from './node-ops.js'
+import { quorumOf } from './quorum.js'
+import { ReleaseNotifier } from './release-notifier.js'
+import { runUsing } from './using.js'
+
+export interface RedlockOptions extends LockManagerOptions {
+  /** One ioredis client per independent Redis master (not replicas of each other). */
+  clients: readonly RedisClient[]
+}
+
+/** Fence retries without delay when a proposal was too low; each observes a higher token. */
+const MAX_FENCE_RETRIES = 3
+
+/**
+ * Redlock over N independent Redis nodes: a lock is held when ⌊N/2⌋+1 nodes granted it, for
+ * ttl − elapsed − drift. Every grant carries a fencing token that increases from holder to
+ * holder. Restarted nodes sit out for maxTtlMs. See docs/locks.md for the algorithm and what
+ * holds under which fault.
+ *
+ * The manager closes only the connections it created (pub/sub subscribers), never `clients`.
+ */
+export class Redlock implements LockOwner {
+  readonly quorum: number
+  protected readonly nodes: Nodes
+  protected readonly options: ResolvedManagerOptions
+  #links: NodeLink[]
+  #notifier: ReleaseNotifier
+  #queues = new Map<string, ResourceQueue>()
+  #closed = false
+
+  constructor(options: RedlockOptions) {
+    if (options === null || typeof options !== 'object') {
+      throw new InvalidOptionError('options', 'expected an object with at least { clients }')
+    }
+    checkClients(options.clients)
+    this.options = resolveManagerOptions(options)
+    const o = this.options
+    this.#links = options.clients.map((c, i) => new NodeLink(i, c, o))
+    this.quorum = quorumOf(this.#links.length)
+    this.nodes = {
+      links: this.#links,
+      quorum: this.quorum,
+      nodeTimeoutMs: o.nodeTimeoutMs,
+      clock: new FenceClock(),
+    }
+    this.#notifier = new ReleaseNotifier(options.clients)
+  }
+
+  /**
+   * Acquires `resources` (all or none), waiting behind other holders as the retry options allow.
+   * Rejects with `LockNotAcquiredError` (contention), `LockUnavailableError` (no quorum of nodes
+   * reachable), `AcquireAbortedError` (signal) or `InvalidOptionError`.
+   */
+  async acquire(resources: string | readonly string[], options?: AcquireOptions): Promise<Lock> {
+    if (this.#closed) throw new ClosedError('This lock manager')
+    const target = this.target(resources)
+    const opts = options === undefined ? this.options.acquire : resolveAcquireOptions(options, this.options)
+    const signal = options?.signal
+    if (signal?.aborted) throw new AcquireAbortedError(target.resources, { cause: signal.reason })
+    const deadline = performance.now() + opts.acquireTimeoutMs
+    if (target.resources.length > 1) return this.#acquireLoop(target, opts, deadline, signal, false)
+
+    const name = target.resources[0]!
+    let q = this.#queues.get(name)
+    if (!q) this.#queues.set(name, (q = new ResourceQueue()))
+    // retryCount 0 means one attempt now, even if a local caller is ahead of us.
+    const direct = opts.retryCount === 0
+    let waitFirst = false
+    if (!direct && !q.idle) {
+      const outcome = await this.#enqueue(q, target, opts, deadline, signal)
+      if (outcome instanceof Lock) return outcome
+      waitFirst = outcome === 'wait'
+    } else if (!direct) q.active = true
+    try {
+      const lock = await this.#acquireLoop(target, opts, deadline, signal, waitFirst)
+      if (!q.holder) q.holder = lock
+      return lock
+    } finally {
+      if (!direct) q.active = false
+      this.#promote(name, q)
+    }
+  }
+
+  /**
+   * Runs `fn` under the lock, extending it before it expires. `signal` aborts when the lock is
+   * lost, its validity ends unextended, or maxHoldMs passes. The lock is released afterwards;
+   * a release failure is reported on the `kunci:lock:lost` channel and never hides `fn`'s
+   * result or error.
+   */
+  async using<T>(
+    resources: string | readonly string[],
+    options: UsingOptions | undefined,
+    fn: (signal: AbortSignal, lock: Lock) => Promise<T>,
+  ): Promise<T> {
+    if (typeof fn !== 'function')
+      throw new InvalidOptionError('fn', 'expected a function (signal, lock) => Promise')
+    return runUsing(this, this.options, resources, options ?? {}, fn, this.options.nodeTimeoutMs)
+  }
+
+  /** Stops waiters with `ClosedError` and closes the subscriber connections kunci opened. */
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    for (const q of this.#queues.values()) {
+      clearTimeout(q.watch)
+      for (const w of q.waiters.splice(0)) w.promote(false)
+    }
+    this.#queues.clear()
+    for (const l of this.#links) l.detach()
+    await this.#notifier.close()
+  }
+
+  /** @internal */
+  async release(lock: Lock): Promise<void> {
+    const name = lock.resources.length === 1 ? lock.resources[0]! : undefined
+    const q = name === undefined ? undefined : this.#queues.get(name)
+    if (q && q.holder === lock) {
+      q.holder = undefined
+      const next = lock.isHeld ? q.waiters.shift() : undefined
+      if (next) return this.#handOver(name!, q, lock, next)
+      q.handoffs = 0
+    }
+    try {
+      const r = await releaseAll(this.nodes, lock.target, lock.token)
+      const ok = r.released >= this.quorum
+      lock.markEnded(ok ? 'released' : 'lost')
+      publishEvent(RELEASED_CHANNEL, { resources: lock.resources, fence: lock.fence, ok, votes: r.votes })
+      if (ok) return
+      if (r.answered < this.quorum) throw new LockUnavailableError(lock.resources, r.votes)
+      publishEvent(LOST_CHANNEL, { resources: lock.resources, fence: lock.fence, reason: 'release' })
+      throw new LockLostError(lock.resources, 'it had expired or was taken over before release', r.votes)
+    } finally {
+      if (q && name !== undefined) this.#promote(name, q)
+    }
+  }
+
+  /** @internal */
+  async extend(lock: Lock, ttlMs: number): Promise<void> {
+    const opts = resolveAcquireOptions({ ttlMs }, this.options)
+    if (!lock.isHeld) {
+      lock.markEnded('lost')
+      throw new LockLostError(lock.resources, 'its validity had already ended')
+    }
+    const r = await extendAll(this.nodes, lock.target, lock.token, opts.ttlMs)
+    const validUntil = r.start + opts.ttlMs - opts.driftMs
+    if (r.extended >= this.quorum && validUntil > performance.now()) {
+      lock.markExtended(validUntil, opts.ttlMs)
+      publishEvent(EXTENDED_CHANNEL, { resources: lock.resources, fence: lock.fence, ttlMs: opts.ttlMs })
+      this.#rewatch(lock)
+      return
+    }
+    if (r.answered < this.quorum && r.extended + (r.votes.length - r.answered) >= this.quorum) {
+      // Not enough answers to know: the lock may still be ours until its current validity ends.
+      throw new LockUnavailableError(lock.resources, r.votes)
+    }
+    lock.markEnded('lost')
+    publishEvent(LOST_CHANNEL, { resources: lock.resources, fence: lock.fence, reason: 'extend' })
+    throw new LockLostError(lock.resources, 'a quorum of nodes no longer holds it', r.votes)
+  }
+
+  /** Validates resources and builds their keys. Overridden by the single-node lock for cluster checks. */
+  protected target(resources: string | readonly string[]): LockTarget {
+    const list = typeof resources === 'string' ? [resources] : resources
+    if (!Array.isArray(list) || list.length === 0) {
+      throw new InvalidOptionError('resources', 'expected a non-empty string or a non-empty array of strings')
+    }
+    const seen = new Set<string>()
+    const acquireKeys: string[] = []
+    const lockKeyList: string[] = []
+    for (const r of list) {
+      if (typeof r !== 'string' || r.length === 0)
+        throw new InvalidOptionError('resources', 'every resource must be a non-empty string')
+      if (seen.has(r)) throw new InvalidOptionError('resources', `"${r}" is listed twice`)
+      seen.add(r)
+      const k = lockKeys(this.options.prefix, r)
+      acquireKeys.push(k.lock, k.fence, k.wait)
+      lockKeyList.push(k.lock)
+    }
+    return { resources: Object.freeze([...list]), acquireKeys, lockKeys: lockKeyList }
+  }
+
+  /** Hook for the single-node lock (WAIT for replicas). */
+  protected afterGrant(_lock: Lock): Promise<void> | undefined {
+    return undefined
+  }
+
+  async #acquireLoop(
+    target: LockTarget,
+    opts: ResolvedAcquireOptions,
+    deadline: number,
+    signal: AbortSignal | undefined,
+    waitFirst: boolean,
+  ): Promise<Lock> {
+    const started = performance.now()
+    if (waitFirst) await this.#notifier.wait(target.lockKeys, this.#retryDelay(opts, deadline), signal)
+    let attempts = 0
+    let fenceRetries = 0
+    for (;;) {
+      if (signal?.aborted) throw new AcquireAbortedError(target.resources, { cause: signal.reason })
+      if (this.#closed) throw new ClosedError('This lock manager')
+      attempts++
+      const r = await attemptAcquire(this.nodes, target, opts.ttlMs, opts.driftMs)
+      if (r.kind === 'granted') {
+        const lock = new Lock(this, target, r.token, r.fence, opts.ttlMs, r.validUntil)
+        if (signal?.aborted) {
+          await releaseAll(this.nodes, target, r.token)
+          lock.markEnded('released')
+          throw new AcquireAbortedError(target.resources, { cause: signal.reason })
+        }
+        await this.afterGrant(lock)
+        if (hasSubscribers(ACQUIRED_CHANNEL)) {
+          publishEvent(ACQUIRED_CHANNEL, {
+            resources: target.resources,
+            fence: r.fence,
+            attempts,
+            durationMs: performance.now() - started,
+          })
+        }
+        return lock
+      }
+      if (r.kind === 'fenced' && fenceRetries < MAX_FENCE_RETRIES) {
+        fenceRetries++
+        attempts--
+        continue
+      }
+      if (r.kind === 'held')
+        publishEvent(CONTENTION_CHANNEL, { resources: target.resources, attempt: attempts })
+      const now = performance.now()
+      if (attempts > opts.retryCount || now >= deadline)
+        throw this.#failure(target, r, attempts, now - started)
+      let delay = this.#retryDelay(opts, deadline)
+      // The holder's key expires after pttl even if its release never comes.
+      if (r.kind === 'held' && r.pttl + 1 < delay) delay = r.pttl + 1
+      await this.#notifier.wait(target.lockKeys, delay, signal)
+    }
+  }
+
+  #retryDelay(opts: ResolvedAcquireOptions, deadline: number): number {
+    const d = opts.retryDelayMs + Math.random() * opts.retryJitterMs
+    return Math.max(0, Math.min(d, deadline - performance.now()))
+  }
+
+  #failure(target: LockTarget, r: AttemptResult, attempts: number, durationMs: number): Error {
+    const err =
+      r.kind === 'outage' || r.kind === 'expired'
+        ? new LockUnavailableError(target.resources, r.votes)
+        : new LockNotAcquiredError(target.resources, attempts, r.votes)
+    publishEvent(FAILED_CHANNEL, {
+      resources: target.resources,
+      code: err.code,
+      attempts,
+      durationMs,
+      votes: r.votes,
+    })
+    return err
+  }
+
+  /** Queues behind the local holder or active caller; resolves with a handed-over lock or a turn to try. */
+  #enqueue(
+    q: ResourceQueue,
+    target: LockTarget,
+    opts: ResolvedAcquireOptions,
+    deadline: number,
+    signal: AbortSignal | undefined,
+  ): Promise<Lock | 'try' | 'wait'> {
+    return new Promise((resolve, reject) => {
+      const cleanup = () => {
+        clearTimeout(timer)
+        signal?.removeEventListener('abort', onAbort)
+      }
+      const w: LocalWaiter = {
+        ttlMs: opts.ttlMs,
+        driftMs: opts.driftMs,
+        handTo: (lock) => {
+          cleanup()
+          resolve(lock)
+        },
+        promote: (wait) => {
+          cleanup()
+          if (this.#closed) reject(new ClosedError('This lock manager'))
+          else resolve(wait ? 'wait' : 'try')
+        },
+      }
+      const onAbort = () => {
+        if (!q.remove(w)) return
+        cleanup()
+        reject(new AcquireAbortedError(target.resources, { cause: signal!.reason }))
+      }
+      const timer = setTimeout(
+        () => {
+          if (!q.remove(w)) return
+          cleanup()
+          reject(new LockNotAcquiredError(target.resources, 0, []))
+        },
+        Math.max(0, deadline - performance.now()),
+      )
+      signal?.addEventListener('abort', onAbort, { once: true })
+      q.waiters.push(w)
+      if (q.holder) this.#watch(target.resources[0]!, q)
+    })
+  }
+
+  async #handOver(name: string, q: ResourceQueue, lock: Lock, next: LocalWaiter): Promise<void> {
+    q.active = true
+    const yieldToOthers = q.handoffs >= this.options.maxLocalHandoffs
+    let r: AttemptResult
+    try {
+      r = await attemptAcquire(this.nodes, lock.target, next.ttlMs, next.driftMs, lock.token, yieldToOthers)
+    } catch (err) {
+      q.active = false
+      next.promote(false)
+      throw err
+    }
+    const releasedOk = r.prevReleasedOn >= this.quorum
+    lock.markEnded(releasedOk ? 'released' : 'lost')
+    q.active = false
+    if (r.kind === 'granted') {
+      q.handoffs++
+      const handed = new Lock(this, lock.target, r.token, r.fence, next.ttlMs, r.validUntil)
+      q.holder = handed
+      next.handTo(handed)
+    } else {
+      q.handoffs = 0
+      q.active = true
+      next.promote(r.kind === 'yielded' || r.kind === 'held')
+    }
+    publishEvent(RELEASED_CHANNEL, {
+      resources: lock.resources,
+      fence: lock.fence,
+      ok: releasedOk,
+      votes: r.votes,
+    })
+    if (!releasedOk) {
+      publishEvent(LOST_CHANNEL, { resources: lock.resources, fence: lock.fence, reason: 'release' })
+      throw new LockLostError(lock.resources, 'it had expired or was taken over before release', r.votes)
+    }
+    void name
+  }
+
+  /** Lets the next local waiter try Redis when nobody in this process holds or tries. */
+  #promote(name: string, q: ResourceQueue): void {
+    if (q.holder || q.active) return
+    const next = q.waiters.shift()
+    if (next) {
+      q.active = true
+      next.promote(false)
+    } else if (q.idle) {
+      clearTimeout(q.watch)
+      this.#queues.delete(name)
+    }
+  }
+
+  #watch(name: string, q: ResourceQueue): void {
+    if (q.watch || !q.holder) return
+    q.watch = setTimeout(
+      () => {
+        q.watch = undefined
+        const h = q.holder
+        if (!h || q.waiters.length === 0) return
+        if (h.isHeld) return this.#watch(name, q)
+        // The holder let its validity end without releasing: stop waiting for it locally.
+        q.holder = undefined
+        q.handoffs = 0
+        this.#promote(name, q)
+      },
+      Math.max(0, q.holder.validUntil - performance.now()) + 1,
+    )
+    q.watch.unref()
+  }
+
+  #rewatch(lock: Lock): void {
+    if (lock.resources.length !== 1) return
+    const q = this.#queues.get(lock.resources[0]!)
+    if (q?.holder === lock && q.watch) {
+      clearTimeout(q.watch)
+      q.watch = undefined
+      this.#watch(lock.resources[0]!, q)
+    }
+  }
+}
+
+function checkClients(clients: unknown): asserts clients is readonly RedisClient[] {
+  if (!Array.isArray(clients) || clients.length === 0) {
+    throw new InvalidOptionError(
+      'clients',
+      'expected a non-empty array of ioredis clients, one per independent Redis node',
+    )
+  }
+  const seen = new Map<string, number>()
+  clients.forEach((c, i) => {
+    if (
+      !c ||
+      typeof (c as RedisClient).evalsha !== 'function' ||
+      typeof (c as RedisClient).duplicate !== 'function'
+    ) {
+      throw new InvalidOptionError('clients', `clients[${i}] is not an ioredis client`)
+    }
+    if (clients.indexOf(c) !== i)
+      throw new InvalidOptionError(
+        'clients',
+        `clients[${i}] is the same client as clients[${clients.indexOf(c)}]`,
+      )
+    if (c instanceof Redis) {
+      const o = c.options
+      const where = o.path ? o.path : `${o.host ?? 'localhost'}:${o.port ?? 6379}/${o.db ?? 0}`
+      const j = seen.get(where)
+      if (j !== undefined) {
+        throw new InvalidOptionError(
+          'clients',
+          `clients[${i}] and clients[${j}] both point at ${where}: Redlock needs independent nodes`,
+        )
+      }
+      seen.set(where, i)
+    }
+  })
+}

@@ -1,0 +1,46 @@
+import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import type { Cluster, Redis } from 'ioredis'
+import { isNoScriptError } from './reply-error.js'
+
+/** A standalone client or a Cluster client: kunci accepts both wherever one node is meant. */
+export type RedisClient = Redis | Cluster
+
+/** A Lua script kept in a `.lua` file beside its module, hashed once at load time. */
+export interface LuaScript {
+  readonly name: string
+  readonly source: string
+  readonly sha: string
+}
+
+/**
+ * Loads `fileUrl` (use `new URL('./scripts/x.lua', import.meta.url)`). The build copies the
+ * `.lua` files next to the compiled JS, so the same URL works from `src/` and `dist/`.
+ */
+export function loadScript(fileUrl: URL): LuaScript {
+  const source = readFileSync(fileUrl, 'utf8')
+  const name = fileUrl.pathname
+    .split('/')
+    .pop()!
+    .replace(/\.lua$/, '')
+  return Object.freeze({ name, source, sha: createHash('sha1').update(source).digest('hex') })
+}
+
+/**
+ * Runs a script with EVALSHA and falls back to EVAL when the server answers NOSCRIPT
+ * (after a restart, a failover or SCRIPT FLUSH). EVAL also caches the script, so the next
+ * call is an EVALSHA again. One round trip in the common case.
+ */
+export async function runScript(
+  client: RedisClient,
+  script: LuaScript,
+  keys: readonly string[],
+  args: readonly (string | number)[],
+): Promise<unknown> {
+  try {
+    return await client.evalsha(script.sha, keys.length, ...keys, ...args)
+  } catch (err) {
+    if (!isNoScriptError(err)) throw err
+    return await client.eval(script.source, keys.length, ...keys, ...args)
+  }
+}
