@@ -5,6 +5,7 @@
 //   kunci-topology up --nodes 5 [--aof always] [--password x] [--no-proxy] [--json]
 //   kunci-topology cluster up [--masters 3] [--replicas 1] [--password x] [--aof everysec] [--json]
 import { parseArgs } from 'node:util'
+import { startCluster } from './cluster.js'
 import { TopologyError } from './errors.js'
 import type { RedisNode } from './node.js'
 import { resolveAof, startNodes } from './node-set.js'
@@ -77,7 +78,51 @@ export const upCommand: Command = {
   },
 }
 
-const COMMANDS: readonly Command[] = [upCommand]
+export const clusterCommand: Command = {
+  name: 'cluster',
+  summary: 'cluster up: a Redis Cluster (3 masters + 3 replicas by default)',
+  async run(argv) {
+    const { values, positionals } = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        masters: { type: 'string', default: '3' },
+        replicas: { type: 'string', default: '1' },
+        aof: { type: 'string' },
+        password: { type: 'string' },
+        json: { type: 'boolean', default: false },
+      },
+    })
+    if (positionals[0] !== 'up') throw new Error('usage: kunci-topology cluster up [options]')
+    const signal = untilSignal()
+    const cluster = await startCluster({
+      masters: positiveInt('masters', values.masters, 3),
+      replicasPerMaster: positiveInt('replicas', values.replicas, 1),
+      aof: parseAof(values.aof, 'everysec'),
+      ...(values.password !== undefined && { password: values.password }),
+    })
+    const masters = new Set((await cluster.masters()).map((n) => n.name))
+    if (values.json) {
+      const nodes = cluster.nodes.map((n) => ({
+        ...describeNode(n),
+        role: masters.has(n.name) ? 'master' : 'replica',
+      }))
+      console.log(JSON.stringify({ startupNodes: cluster.startupNodes, nodes }))
+    } else {
+      for (const n of cluster.nodes) {
+        console.log(
+          `${n.name}  ${n.host}:${n.port}  ${masters.has(n.name) ? 'master ' : 'replica'}  (pid ${n.pid})`,
+        )
+      }
+      console.log('Ctrl-C to stop and remove the data dirs.')
+    }
+    await signal
+    await cluster.stop()
+    return 0
+  },
+}
+
+const COMMANDS: readonly Command[] = [upCommand, clusterCommand]
 
 function usage(): string {
   return [

@@ -1,3 +1,5 @@
+export type { MigrateSlotOptions, RedisCluster, StartClusterOptions } from './cluster.js'
+export { DEFAULT_CLUSTER_OPTIONS, startCluster } from './cluster.js'
 export type { TopologyErrorCode } from './errors.js'
 export {
   ClusterCommandError,

@@ -96,6 +96,10 @@ export class ManagedNode implements RedisNode {
   get running(): boolean {
     return this.#child !== undefined
   }
+  /** SIGSTOPped: running, but it will not answer. */
+  get paused(): boolean {
+    return this.#paused
+  }
   get logFile(): string {
     return join(this.dataDir, 'redis.log')
   }

@@ -1,0 +1,375 @@
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import {
+  type ClusterViewEntry,
+  isFailing,
+  isMaster,
+  ownsSlot,
+  parseClusterNodes,
+  parseInfo,
+} from './cluster-view.js'
+import { ClusterCommandError, InvalidOptionError, TopologyTimeoutError } from './errors.js'
+import { ManagedNode, type RedisNode, startOnFreePort } from './node.js'
+import { type AofMode, baseServerArgs, createTopologyDir, removeTopologyDir, resolveAof } from './node-set.js'
+import { findFreePort } from './ports.js'
+import { sendCommand, sendCommands } from './resp.js'
+
+export interface StartClusterOptions {
+  /** @defaultValue 3 */
+  masters?: number
+  /** @defaultValue 1 */
+  replicasPerMaster?: number
+  /** requirepass and masterauth on every node. @defaultValue undefined */
+  password?: string
+  /** @defaultValue 'everysec' */
+  aof?: AofMode
+  /** Where the data dirs go (a fresh sub-directory is created). @defaultValue os.tmpdir() */
+  baseDir?: string
+  /** cluster-node-timeout: low so that failure detection and failover take seconds. @defaultValue 1000 */
+  nodeTimeoutMs?: number
+}
+
+export const DEFAULT_CLUSTER_OPTIONS = Object.freeze({
+  masters: 3,
+  replicasPerMaster: 1,
+  password: undefined,
+  aof: 'everysec',
+  baseDir: undefined,
+  nodeTimeoutMs: 1_000,
+} satisfies StartClusterOptions)
+
+export interface MigrateSlotOptions {
+  /** Keys moved per MIGRATE. @defaultValue 10 */
+  keysPerBatch?: number
+  /** Pause between batches, so clients meet ASK/MOVED while the slot is half moved. @defaultValue 0 */
+  pauseBetweenBatchesMs?: number
+}
+
+export interface RedisCluster extends AsyncDisposable {
+  readonly nodes: RedisNode[]
+  readonly password: string | undefined
+  readonly startupNodes: { host: string; port: number }[]
+  /** Current masters not flagged failing, as a live node sees them. */
+  masters(): Promise<RedisNode[]>
+  /** A live replica of master, as a live node sees it. */
+  replicaOf(master: RedisNode): Promise<RedisNode | undefined>
+  /** The master serving slot right now. */
+  slotOwner(slot: number): Promise<RedisNode>
+  /** cluster_state:ok with all 16384 slots assigned and ok, on every live node. @defaultValue 30000 */
+  waitForOk(timeoutMs?: number): Promise<void>
+  /** kill -9 the master and wait until its replica is promoted and the cluster is ok again. */
+  failover(master: RedisNode): Promise<RedisNode>
+  /** Restarts a killed node with its data and waits until it has rejoined as a replica. */
+  rejoin(node: RedisNode): Promise<void>
+  /** Moves slot (and its keys, in batches) to the master `to`, the way redis-cli reshards. */
+  migrateSlot(slot: number, to: RedisNode, opts?: MigrateSlotOptions): Promise<void>
+  stop(): Promise<void>
+}
+
+const SLOTS = 16_384
+const DEFAULT_WAIT_MS = 30_000
+
+function resolveClusterOptions(input: StartClusterOptions) {
+  const opts = { ...DEFAULT_CLUSTER_OPTIONS, ...input }
+  if (!Number.isInteger(opts.masters) || opts.masters < 1) {
+    throw new InvalidOptionError('masters', `expected an integer >= 1, got ${opts.masters}`)
+  }
+  if (!Number.isInteger(opts.replicasPerMaster) || opts.replicasPerMaster < 0) {
+    throw new InvalidOptionError(
+      'replicasPerMaster',
+      `expected an integer >= 0, got ${opts.replicasPerMaster}`,
+    )
+  }
+  if (!Number.isInteger(opts.nodeTimeoutMs) || opts.nodeTimeoutMs < 100) {
+    throw new InvalidOptionError('nodeTimeoutMs', `expected an integer >= 100, got ${opts.nodeTimeoutMs}`)
+  }
+  if (opts.password === '') throw new InvalidOptionError('password', 'must not be empty')
+  return { ...opts, aof: resolveAof(opts.aof) }
+}
+
+/** Polls check() until it returns true; the last error it threw becomes the timeout's cause. */
+async function waitUntil(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  let lastError: unknown
+  while (Date.now() < deadline) {
+    try {
+      if (await check()) return
+    } catch (err) {
+      lastError = err
+    }
+    await sleep(100)
+  }
+  throw new TopologyTimeoutError(what, timeoutMs, { cause: lastError })
+}
+
+class Cluster implements RedisCluster {
+  readonly #nodes: ManagedNode[]
+  readonly #dir: string
+  #stopping: Promise<void> | undefined
+  /** Node ids survive restarts (nodes.conf); remembered so a dead node can still be named. */
+  readonly #ids = new Map<ManagedNode, string>()
+
+  constructor(
+    nodes: ManagedNode[],
+    dir: string,
+    readonly password: string | undefined,
+  ) {
+    this.#nodes = nodes
+    this.#dir = dir
+  }
+
+  get nodes(): RedisNode[] {
+    return this.#nodes
+  }
+  get startupNodes() {
+    return this.#nodes.map((n) => ({ host: n.host, port: n.port }))
+  }
+
+  #live(): ManagedNode[] {
+    return this.#nodes.filter((n) => n.running && !n.paused)
+  }
+
+  #own(node: RedisNode): ManagedNode {
+    const own = this.#nodes.find((n) => n === node)
+    if (!own) throw new InvalidOptionError('node', `${node.name} is not part of this cluster`)
+    return own
+  }
+
+  async #run(node: ManagedNode, args: (string | number)[]) {
+    return sendCommand({ host: node.host, port: node.serverPort, password: this.password }, args)
+  }
+
+  async #idOf(node: ManagedNode): Promise<string> {
+    if (node.running && !node.paused) this.#ids.set(node, String(await this.#run(node, ['CLUSTER', 'MYID'])))
+    const id = this.#ids.get(node)
+    if (!id) throw new InvalidOptionError('node', `${node.name} has never been up, its id is unknown`)
+    return id
+  }
+
+  async #view(from?: ManagedNode): Promise<ClusterViewEntry[]> {
+    const candidates = from ? [from] : this.#live()
+    let lastError: unknown
+    for (const node of candidates) {
+      try {
+        return parseClusterNodes(String(await this.#run(node, ['CLUSTER', 'NODES'])))
+      } catch (err) {
+        lastError = err
+      }
+    }
+    throw lastError ?? new Error('no live node to ask')
+  }
+
+  #byPort(port: number): ManagedNode | undefined {
+    return this.#nodes.find((n) => n.serverPort === port)
+  }
+
+  async masters(): Promise<RedisNode[]> {
+    const view = await this.#view()
+    return view
+      .filter((e) => isMaster(e) && !isFailing(e))
+      .map((e) => this.#byPort(e.port))
+      .filter((n) => n !== undefined)
+  }
+
+  async replicaOf(master: RedisNode): Promise<RedisNode | undefined> {
+    const id = await this.#idOf(this.#own(master))
+    const view = await this.#view()
+    const replicas = view
+      .filter((e) => e.masterId === id && !isFailing(e))
+      .map((e) => this.#byPort(e.port))
+      .filter((n) => n !== undefined)
+    return replicas.find((n) => n.running) ?? replicas[0]
+  }
+
+  async slotOwner(slot: number): Promise<RedisNode> {
+    const entry = (await this.#view()).find((e) => isMaster(e) && ownsSlot(e, slot))
+    const owner = entry && this.#byPort(entry.port)
+    if (!owner) throw new ClusterCommandError(0, 'slotOwner', `no node serves slot ${slot}`)
+    return owner
+  }
+
+  async waitForOk(timeoutMs = DEFAULT_WAIT_MS): Promise<void> {
+    await waitUntil('cluster_state:ok on every live node', timeoutMs, async () => {
+      for (const node of this.#live()) {
+        const info = parseInfo(String(await this.#run(node, ['CLUSTER', 'INFO'])))
+        if (info.get('cluster_state') !== 'ok') return false
+        if (info.get('cluster_slots_assigned') !== String(SLOTS)) return false
+        if (info.get('cluster_slots_ok') !== String(SLOTS)) return false
+      }
+      return true
+    })
+  }
+
+  /** A replica whose replication link is up can be promoted with its data. */
+  async #waitForLink(replica: ManagedNode, timeoutMs = DEFAULT_WAIT_MS): Promise<void> {
+    await waitUntil(`${replica.name} replication link`, timeoutMs, async () => {
+      const info = parseInfo(String(await this.#run(replica, ['INFO', 'replication'])))
+      return info.get('role') === 'slave' && info.get('master_link_status') === 'up'
+    })
+  }
+
+  async #isMyselfMaster(node: ManagedNode): Promise<boolean> {
+    const me = (await this.#view(node)).find((e) => e.flags.includes('myself'))
+    return me !== undefined && isMaster(me)
+  }
+
+  async failover(master: RedisNode): Promise<RedisNode> {
+    const old = this.#own(master)
+    const replica = await this.replicaOf(old)
+    if (!replica) throw new InvalidOptionError('master', `${old.name} has no live replica to promote`)
+    const promoted = this.#own(replica)
+    await old.kill()
+    await waitUntil(`${promoted.name} promoted to master`, DEFAULT_WAIT_MS, () =>
+      this.#isMyselfMaster(promoted),
+    )
+    await this.waitForOk()
+    return promoted
+  }
+
+  async rejoin(node: RedisNode): Promise<void> {
+    const own = this.#own(node)
+    // With its nodes.conf the node comes back as a master of slots whose config epoch is now
+    // stale; the others' UPDATE messages turn it into a replica of the promoted node.
+    await own.restart()
+    await waitUntil(
+      `${own.name} to rejoin as a replica`,
+      DEFAULT_WAIT_MS,
+      async () => !(await this.#isMyselfMaster(own)),
+    )
+    await this.#waitForLink(own)
+    await this.waitForOk()
+  }
+
+  async migrateSlot(slot: number, to: RedisNode, opts: MigrateSlotOptions = {}): Promise<void> {
+    const { keysPerBatch = 10, pauseBetweenBatchesMs = 0 } = opts
+    if (!Number.isInteger(slot) || slot < 0 || slot >= SLOTS) {
+      throw new InvalidOptionError('slot', `expected 0..${SLOTS - 1}, got ${slot}`)
+    }
+    if (!Number.isInteger(keysPerBatch) || keysPerBatch < 1) {
+      throw new InvalidOptionError('keysPerBatch', `expected an integer >= 1, got ${keysPerBatch}`)
+    }
+    const target = this.#own(to)
+    const source = this.#own(await this.slotOwner(slot))
+    if (source === target) return
+    if (!(await this.#isMyselfMaster(target)))
+      throw new InvalidOptionError('to', `${target.name} is not a master`)
+    const [sourceId, targetId] = [await this.#idOf(source), await this.#idOf(target)]
+
+    // Importing first: once the source says MIGRATING it sends ASK, and the target must accept.
+    await this.#run(target, ['CLUSTER', 'SETSLOT', slot, 'IMPORTING', sourceId])
+    await this.#run(source, ['CLUSTER', 'SETSLOT', slot, 'MIGRATING', targetId])
+    const auth = this.password === undefined ? [] : ['AUTH', this.password]
+    for (;;) {
+      const keys = (await this.#run(source, ['CLUSTER', 'GETKEYSINSLOT', slot, keysPerBatch])) as string[]
+      if (keys.length === 0) break
+      const migrate = ['MIGRATE', target.host, target.serverPort, '', 0, 10_000, ...auth, 'KEYS', ...keys]
+      await this.#run(source, migrate)
+      if (pauseBetweenBatchesMs > 0) await sleep(pauseBetweenBatchesMs)
+    }
+    // Target first, so that it owns the slot before the source starts answering MOVED.
+    await this.#run(target, ['CLUSTER', 'SETSLOT', slot, 'NODE', targetId])
+    await this.#run(source, ['CLUSTER', 'SETSLOT', slot, 'NODE', targetId])
+    for (const master of await this.masters()) {
+      const own = this.#own(master)
+      if (own === source || own === target) continue
+      // Best effort: a master that answers with an error or not at all learns it by gossip.
+      await sendCommands({ host: own.host, port: own.serverPort, password: this.password }, [
+        ['CLUSTER', 'SETSLOT', slot, 'NODE', targetId],
+      ]).catch(() => undefined)
+    }
+    await waitUntil(
+      `every live node to agree that ${target.name} owns slot ${slot}`,
+      DEFAULT_WAIT_MS,
+      async () => {
+        for (const node of this.#live()) {
+          const owner = (await this.#view(node)).find((e) => isMaster(e) && ownsSlot(e, slot))
+          if (owner?.id !== targetId) return false
+        }
+        return true
+      },
+    )
+  }
+
+  stop(): Promise<void> {
+    this.#stopping ??= (async () => {
+      await Promise.allSettled(this.#nodes.map((n) => n.dispose()))
+      removeTopologyDir(this.#dir)
+    })()
+    return this.#stopping
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.stop()
+  }
+
+  /** Slots split evenly over the masters, MEET, REPLICATE, then wait for ok and replication. */
+  async create(masters: number, replicasPerMaster: number): Promise<void> {
+    for (const node of this.#nodes) await this.#idOf(node)
+    for (let i = 0; i < masters; i++) {
+      const start = Math.floor((i * SLOTS) / masters)
+      const end = Math.floor(((i + 1) * SLOTS) / masters) - 1
+      await this.#run(this.#nodes[i]!, ['CLUSTER', 'ADDSLOTSRANGE', start, end])
+    }
+    const [first, ...others] = this.#nodes
+    for (const node of others) await this.#run(first!, ['CLUSTER', 'MEET', node.host, node.serverPort])
+    await waitUntil('every node to know every other node', DEFAULT_WAIT_MS, async () => {
+      for (const node of this.#nodes) {
+        const view = await this.#view(node)
+        if (view.length !== this.#nodes.length) return false
+        if (view.some((e) => e.flags.includes('handshake') || e.flags.includes('noaddr'))) return false
+      }
+      return true
+    })
+    for (let r = 0; r < replicasPerMaster; r++) {
+      for (let m = 0; m < masters; m++) {
+        const replica = this.#nodes[masters + r * masters + m]!
+        await this.#run(replica, ['CLUSTER', 'REPLICATE', await this.#idOf(this.#nodes[m]!)])
+      }
+    }
+    await this.waitForOk()
+    for (const replica of this.#nodes.slice(masters)) await this.#waitForLink(replica)
+  }
+}
+
+/** Starts a Redis Cluster of `masters` masters with `replicasPerMaster` replicas each. */
+export async function startCluster(input: StartClusterOptions = {}): Promise<RedisCluster> {
+  const opts = resolveClusterOptions(input)
+  const dir = createTopologyDir(opts.baseDir, 'kunci-cluster-')
+  const total = opts.masters * (1 + opts.replicasPerMaster)
+  const nodes: ManagedNode[] = []
+  for (let i = 0; i < total; i++) {
+    const dataDir = join(dir, `node-${i}`)
+    const args = [
+      ...baseServerArgs(opts.aof),
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      join(dataDir, 'nodes.conf'),
+      '--cluster-node-timeout',
+      String(opts.nodeTimeoutMs),
+      // Let any replica take over however long its link has been down: tests kill nodes at will.
+      '--cluster-replica-validity-factor',
+      '0',
+    ]
+    if (opts.password !== undefined) args.push('--masterauth', opts.password)
+    nodes.push(
+      new ManagedNode({
+        name: `node-${i}`,
+        serverPort: await findFreePort({ withBusPort: true }),
+        dataDir,
+        password: opts.password,
+        args,
+        cleanupDir: dir,
+      }),
+    )
+  }
+  const cluster = new Cluster(nodes, dir, opts.password)
+  try {
+    for (const node of nodes) await startOnFreePort(node, { withBusPort: true })
+    await cluster.create(opts.masters, opts.replicasPerMaster)
+  } catch (err) {
+    await cluster.stop()
+    throw err
+  }
+  return cluster
+}
