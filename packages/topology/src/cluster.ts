@@ -350,6 +350,9 @@ export async function startCluster(input: StartClusterOptions = {}): Promise<Red
       // Let any replica take over however long its link has been down: tests kill nodes at will.
       '--cluster-replica-validity-factor',
       '0',
+      // Redis 7 waits 5 s for more replicas before a diskless full sync; we have one per master.
+      '--repl-diskless-sync-delay',
+      '0',
     ]
     if (opts.password !== undefined) args.push('--masterauth', opts.password)
     nodes.push(

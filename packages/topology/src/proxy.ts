@@ -102,7 +102,11 @@ class Connection {
     })
   }
 
+  #destroyed = false
+
   destroy(reset = false): void {
+    if (this.#destroyed) return
+    this.#destroyed = true
     for (const p of this.#pipes) p.dispose()
     if (reset) this.client.resetAndDestroy()
     else this.client.destroy()
