@@ -64,6 +64,7 @@ export type NodeVoteStatus =
   | 'fenced' // the node has seen a higher fencing token: our proposal was too low
   | 'quarantined' // the node restarted recently and may not vote yet
   | 'timeout' // no answer within nodeTimeoutMs
+  | 'pending' // no answer yet when the other nodes had already decided the outcome
   | 'error' // the node answered with an error or the connection failed
   | 'released' // release: our key was deleted
   | 'not-owner' // release/extend: the key was gone or belonged to another holder

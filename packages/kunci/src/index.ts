@@ -32,6 +32,8 @@ export {
   UnexpectedReplyError,
 } from './errors.js'
 export { LOCK_CHANNELS } from './lock/events.js'
+export type { FencedWriteResult } from './lock/fenced-write.js'
+export { fencedWrite, readFenced } from './lock/fenced-write.js'
 // locks
 export type { LockState } from './lock/lock.js'
 export { Lock } from './lock/lock.js'

@@ -67,18 +67,14 @@ export async function attemptAcquire(
   const token = randomToken()
   const fence = nodes.clock.next()
   const args = [token, ttlMs, fence, target.resources.length, prev, yieldToOthers ? '1' : '0']
+  await verified(nodes)
   const start = performance.now()
   const requests: (Promise<unknown> | undefined)[] = new Array(n)
+  // Every request is sent now, in this tick: a later release or hand-over on the same
+  // connection is then guaranteed to reach each node after it.
   for (let i = 0; i < n; i++) {
     const link = links[i]!
     if (link.canVote(start)) requests[i] = stamped(link, link.call(ACQUIRE, target.acquireKeys, args))
-    else {
-      const pendingCheck = link.whenVerified()
-      requests[i] = pendingCheck?.then(() => {
-        if (!link.canVote()) throw notVoting
-        return stamped(link, link.call(ACQUIRE, target.acquireKeys, args))
-      })
-    }
   }
   let granted = 0
   let refused = 0
@@ -103,7 +99,12 @@ export async function attemptAcquire(
   for (let i = 0; i < n; i++) {
     const o = outcomes[i]
     const status = voteOf(links[i]!, o)
-    votes[i] = o && !o.ok ? { node: i, status, error: o.error } : { node: i, status }
+    votes[i] =
+      o && !o.ok && !o.undecided
+        ? { node: i, status, error: o.error }
+        : o === undefined && status === 'error'
+          ? { node: i, status, error: notConnected }
+          : { node: i, status }
     if (o?.ok) {
       const r = checkReply(o.value)
       if (r[3] > 0) prevReleasedOn++
@@ -116,7 +117,7 @@ export async function attemptAcquire(
         fenced++
         nodes.clock.observe(r[1])
       } else yielded++
-    } else if (o && hasSubscribers(NODE_ERROR_CHANNEL)) {
+    } else if (o && !o.undecided && hasSubscribers(NODE_ERROR_CHANNEL)) {
       publishEvent(NODE_ERROR_CHANNEL, { node: i, op: 'acquire', status, error: o.error })
     }
   }
@@ -131,12 +132,21 @@ export async function attemptAcquire(
       return { kind: 'granted', token, fence, validUntil, votes, prevReleasedOn }
     }
   }
-  // Nodes that said held/fenced/yielded wrote nothing for this token; any other may have.
+  // Release what this attempt was granted. Nodes that had not answered yet are cleaned up when
+  // they do (a paused node answers late), instead of costing every node a second command.
   const cleanup: number[] = []
   for (let i = 0; i < n; i++) {
     const o = outcomes[i]
-    const r = o?.ok ? (o.value as AcquireReply) : undefined
-    if (r === undefined || r[0] === 1) cleanup.push(i)
+    if (o?.ok) {
+      if ((o.value as AcquireReply)[0] === 1) cleanup.push(i)
+    } else if (o) {
+      requests[i]!.then(
+        (v) => {
+          if ((v as AcquireReply)[0] === 1) void releaseOn(nodes, target, token, [i], '')
+        },
+        () => {},
+      )
+    }
   }
   // A hand-over whose prev survives on a node that did not answer: release prev there too.
   await releaseOn(nodes, target, token, cleanup, prev)
@@ -219,6 +229,29 @@ async function releaseOn(nodes: Nodes, target: LockTarget, token: string, on: nu
 }
 
 const notVoting = new Error('node may not vote (restart quarantine or not verified)')
+const notConnected = new Error('node connection is not ready (connecting, or its state check failed)')
+
+/**
+ * Before the first vote of a node (start-up, reconnect) its INFO must have been read, to know
+ * whether it restarted. Waits for pending checks, at most nodeTimeoutMs; nodes still unchecked
+ * sit this attempt out. Costs nothing once every node is checked.
+ */
+async function verified(nodes: Nodes): Promise<void> {
+  let pending: Promise<void>[] | undefined
+  for (const l of nodes.links) {
+    const p = l.whenVerified()
+    if (p) (pending ??= []).push(p)
+  }
+  if (!pending) return
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([
+    Promise.allSettled(pending),
+    new Promise<void>((r) => {
+      timer = setTimeout(r, nodes.nodeTimeoutMs)
+    }),
+  ])
+  clearTimeout(timer)
+}
 
 /** Rejects a reply that belongs to an older connection of the node (it may have restarted since). */
 function stamped<T>(link: NodeLink, p: Promise<T>): Promise<T> {
@@ -230,9 +263,11 @@ function stamped<T>(link: NodeLink, p: Promise<T>): Promise<T> {
 }
 
 function voteOf(link: NodeLink, o: Outcome<unknown>): NodeVoteStatus {
-  if (o === undefined) return 'quarantined'
-  if (!o.ok)
+  if (o === undefined) return link.quarantined ? 'quarantined' : 'error'
+  if (!o.ok) {
+    if (o.undecided) return 'pending'
     return o.error === notVoting || link.quarantined ? 'quarantined' : o.timedOut ? 'timeout' : 'error'
+  }
   const s = (o.value as AcquireReply)[0]
   return s === 1 ? 'granted' : s === 0 ? 'held' : s === 2 ? 'fenced' : 'not-owner'
 }
