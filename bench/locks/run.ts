@@ -1,0 +1,185 @@
+/**
+ * Lock benchmark: kunci against node-redlock, @sesamecare-oss/redlock, redlock-universal and
+ * redis-semaphore on 5 local redis-server nodes, interleaved rounds, medians with min–max.
+ *
+ *   npm run build && npx tsx bench/locks/run.ts [--quick] [--rounds N] [--libs a,b,...]
+ *     [--phases a-c1,a-c64,b-contended,c-single-c64] [--retry-delay MS] [--retry-jitter MS]
+ *
+ * See bench/RESULTS.md for what each phase measures and how to read the numbers.
+ */
+import { parseArgs } from 'node:util'
+import { type NodeSet, startNodes } from '@kunci/topology'
+import { Redis } from 'ioredis'
+import { TopLevelCommandCounter } from './command-stats.js'
+import { type DriverConfig, type DriverFactory, LIBRARIES, type Library, type LockDriver } from './driver.js'
+import { describeEnvironment, writeResults } from './environment.js'
+import { type PhaseSummary, summarize } from './metrics.js'
+import {
+  nodeRedlockDriver,
+  redisSemaphoreDriver,
+  redlockUniversalDriver,
+  sesamecareDriver,
+} from './peer-drivers.js'
+import { isSingleNode, PHASES, type Phase, type PhaseResult, runPhase } from './phases.js'
+import { evaluateTargets, phaseTable, targetTable } from './report.js'
+import { type BenchSettings, FULL_SETTINGS, QUICK_SETTINGS } from './settings.js'
+
+const PEER_FACTORIES: Record<Exclude<Library, 'kunci'>, DriverFactory> = {
+  'node-redlock': nodeRedlockDriver,
+  'sesamecare-redlock': sesamecareDriver,
+  'redlock-universal': redlockUniversalDriver,
+  'redis-semaphore': redisSemaphoreDriver,
+}
+
+/** kunci is loaded from its built package; without a build the peers still run. */
+async function factoryFor(library: Library): Promise<DriverFactory> {
+  if (library !== 'kunci') return PEER_FACTORIES[library]
+  const { kunciDriver } = await import('./kunci-drivers.js')
+  return kunciDriver
+}
+
+interface Cli {
+  settings: BenchSettings
+  quick: boolean
+  libraries: Library[]
+  phases: Phase[]
+}
+
+function list<T extends string>(flag: string, value: string | undefined, all: readonly T[]): T[] {
+  if (value === undefined) return [...all]
+  const picked = value.split(',') as T[]
+  const unknown = picked.filter((v) => !all.includes(v))
+  if (unknown.length > 0)
+    throw new Error(`unknown ${flag} ${unknown.join(',')}; choose from ${all.join(',')}`)
+  return picked
+}
+
+function integer(flag: string, value: string | undefined, fallback: number, min: number): number {
+  if (value === undefined) return fallback
+  const n = Number(value)
+  if (!Number.isInteger(n) || n < min) throw new Error(`${flag} must be an integer ≥ ${min}, got ${value}`)
+  return n
+}
+
+function parseCli(): Cli {
+  const { values } = parseArgs({
+    options: {
+      quick: { type: 'boolean', default: false },
+      rounds: { type: 'string' },
+      libs: { type: 'string' },
+      phases: { type: 'string' },
+      'retry-delay': { type: 'string' },
+      'retry-jitter': { type: 'string' },
+    },
+  })
+  const base = values.quick ? QUICK_SETTINGS : FULL_SETTINGS
+  const retry = {
+    ...base.retry,
+    delayMs: integer('--retry-delay', values['retry-delay'], base.retry.delayMs, 1),
+    jitterMs: integer('--retry-jitter', values['retry-jitter'], base.retry.jitterMs, 0),
+  }
+  return {
+    settings: { ...base, rounds: integer('--rounds', values.rounds, base.rounds, 1), retry },
+    quick: values.quick === true,
+    libraries: list('--libs', values.libs, LIBRARIES),
+    phases: list('--phases', values.phases, PHASES),
+  }
+}
+
+const log = (line: string) => process.stderr.write(`${line}\n`)
+
+interface Drivers {
+  redlock: LockDriver
+  single: LockDriver
+}
+
+async function main(): Promise<void> {
+  const { settings, quick, libraries, phases } = parseCli()
+  const counter = new TopLevelCommandCounter()
+  const started = Date.now()
+  let nodeSet: NodeSet | undefined
+  const admins: Redis[] = []
+  const drivers = new Map<Library, Drivers>()
+  const stop = async () => {
+    await Promise.allSettled([...drivers.values()].flatMap((d) => [d.redlock.close(), d.single.close()]))
+    for (const a of admins) a.disconnect()
+    await nodeSet?.stop()
+  }
+  process.once('SIGINT', () => void stop().finally(() => process.exit(130)))
+  try {
+    // No proxies: they would add a hop of latency that is not part of any library.
+    nodeSet = await startNodes({ count: settings.nodeCount, proxy: false })
+    const nodes = nodeSet.nodes.map((n) => ({ host: n.host, port: n.port }))
+    for (const n of nodes) admins.push(new Redis(n))
+    const env = await describeEnvironment(admins[0]!)
+    log(`nodes: ${nodes.map((n) => n.port).join(', ')}; redis ${env.redis}, node ${env.node}, ${env.cpu}`)
+
+    const skipped: Record<string, string> = {}
+    for (const library of libraries) {
+      try {
+        const factory = await factoryFor(library)
+        const common: Omit<DriverConfig, 'nodes'> = { ttlMs: settings.ttlMs, retry: settings.retry }
+        drivers.set(library, {
+          redlock: await factory({ ...common, nodes }),
+          single: await factory({ ...common, nodes: nodes.slice(0, 1) }),
+        })
+      } catch (err) {
+        skipped[library] = err instanceof Error ? `${err.name}: ${err.message}` : String(err)
+        log(`skipping ${library}: ${skipped[library]}`)
+      }
+    }
+    const active = libraries.filter((l) => drivers.has(l))
+
+    const raw = Object.fromEntries(phases.map((p) => [p, {}])) as Record<
+      Phase,
+      Partial<Record<Library, PhaseResult[]>>
+    >
+    for (let round = 0; round < settings.rounds; round++) {
+      // Rotate the order every round so no library always runs first (cold) or last.
+      const order = active.map((_, i) => active[(i + round) % active.length]!)
+      for (const phase of phases) {
+        for (const library of order) {
+          const d = drivers.get(library)!
+          const single = isSingleNode(phase)
+          const result = await runPhase(single ? d.single : d.redlock, phase, {
+            settings,
+            admins: single ? admins.slice(0, 1) : admins,
+            counter,
+          })
+          ;(raw[phase][library] ??= []).push(result)
+          const headline =
+            result.kind === 'contended'
+              ? `${result.result.acquisitionsPerSec.toFixed(0)} acq/s, p99 wait ${result.result.waitP99Ms.toFixed(1)} ms`
+              : `${result.result.opsPerSec.toFixed(0)} ops/s`
+          const failures = result.result.failures > 0 ? `, ${result.result.failures} failures` : ''
+          log(`round ${round + 1}/${settings.rounds} ${phase} ${library}: ${headline}${failures}`)
+        }
+      }
+    }
+
+    const summaries = Object.fromEntries(PHASES.map((p) => [p, summarize(p, raw[p] ?? {})])) as Record<
+      Phase,
+      PhaseSummary
+    >
+    const targets = evaluateTargets(summaries)
+    const tables = [...phases.map((p) => phaseTable(p, summaries[p], active)), targetTable(targets)]
+    process.stdout.write(`\n${tables.join('\n\n')}\n\n`)
+    const path = writeResults(env, quick, {
+      environment: env,
+      settings,
+      quick,
+      phases,
+      libraries: active,
+      skipped,
+      durationSec: Math.round((Date.now() - started) / 1000),
+      targets,
+      summaries,
+      raw,
+    })
+    log(`raw results: ${path} (${Math.round((Date.now() - started) / 1000)} s)`)
+  } finally {
+    await stop()
+  }
+}
+
+await main()
