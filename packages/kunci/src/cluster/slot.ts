@@ -73,18 +73,21 @@ function crcString(s: string, start: number, end: number): number {
   return crc
 }
 
-/**
- * Bounds `[start, end)` of the hash tag inside `key`, or `undefined` when the whole key is hashed.
- * Braces are ASCII and never occur inside a multi-byte UTF-8 sequence, so searching the string's
- * code units finds the same braces the server finds in the bytes, and "at least one byte between"
- * is "at least one code unit between".
- */
-function tagBounds(key: string | Uint8Array): [number, number] | undefined {
-  const open = typeof key === 'string' ? key.indexOf('{') : key.indexOf(OPEN_BRACE)
-  if (open < 0) return undefined
+// Braces are ASCII and never occur inside a multi-byte UTF-8 sequence, so searching a string's
+// code units finds the same braces the server finds in the bytes, and "at least one byte
+// between" is "at least one code unit between". Two searches instead of a [start, end] tuple
+// keep keySlot free of allocations.
+
+/** Index of the first `{`, or -1. */
+function openBrace(key: string | Uint8Array): number {
+  return typeof key === 'string' ? key.indexOf('{') : key.indexOf(OPEN_BRACE)
+}
+
+/** Index of the `}` closing a non-empty tag opened at `open`, or -1 when the whole key is hashed. */
+function closeBrace(key: string | Uint8Array, open: number): number {
+  if (open < 0) return -1
   const close = typeof key === 'string' ? key.indexOf('}', open + 1) : key.indexOf(CLOSE_BRACE, open + 1)
-  if (close < 0 || close === open + 1) return undefined
-  return [open + 1, close]
+  return close > open + 1 ? close : -1
 }
 
 /**
@@ -97,9 +100,10 @@ function tagBounds(key: string | Uint8Array): [number, number] | undefined {
  * @example keySlot('{user1000}.following') === keySlot('{user1000}.followers')
  */
 export function keySlot(key: string | Uint8Array): number {
-  const tag = tagBounds(key)
-  const start = tag ? tag[0] : 0
-  const end = tag ? tag[1] : key.length
+  const open = openBrace(key)
+  const close = closeBrace(key, open)
+  const start = close < 0 ? 0 : open + 1
+  const end = close < 0 ? key.length : close
   const crc = typeof key === 'string' ? crcString(key, start, end) : crcBytes(key, start, end)
   return crc & (SLOT_COUNT - 1)
 }
@@ -112,9 +116,10 @@ export function keySlot(key: string | Uint8Array): number {
  * @example hashTag('foo{{bar}}zap') === '{bar'; hashTag('foo{}{bar}') === undefined
  */
 export function hashTag(key: string | Uint8Array): string | undefined {
-  const tag = tagBounds(key)
-  if (!tag) return undefined
+  const open = openBrace(key)
+  const close = closeBrace(key, open)
+  if (close < 0) return undefined
   return typeof key === 'string'
-    ? key.slice(tag[0], tag[1])
-    : Buffer.from(key.buffer, key.byteOffset + tag[0], tag[1] - tag[0]).toString('utf8')
+    ? key.slice(open + 1, close)
+    : Buffer.from(key.buffer, key.byteOffset + open + 1, close - open - 1).toString('utf8')
 }
