@@ -122,9 +122,11 @@ describe('on a 3+3 Redis Cluster', () => {
     expect(await deleteByPattern(client, { match: escapeGlob(`${p}gone[1]*`) + '*' })).toBe(2)
     expect(await client.exists(`${p}gone:1`)).toBe(1)
 
-    expect(await deleteByPattern(client, { match: `${p}gone:*`, count: 300 })).toBe(
-      spread.length + oneSlot.length,
-    )
+    const started = performance.now()
+    const deleted = await deleteByPattern(client, { match: `${p}gone:*`, count: 300 })
+    const ms = performance.now() - started
+    expect(deleted).toBe(spread.length + oneSlot.length)
+    console.info(`deleteByPattern: ${deleted} of ~26,000 keys on 3 masters in ${ms.toFixed(0)} ms`)
     for (const master of await topology.masters()) {
       expect(await collect(connect(master), `${p}gone*`)).toEqual([])
       expect((await collect(connect(master), `${p}kept:*`)).length).toBeGreaterThan(100)
@@ -143,7 +145,7 @@ describe('on a 3+3 Redis Cluster', () => {
     expect(nodes).toHaveLength(6)
     await Promise.all(nodes.map((n) => connect(n).config('RESETSTAT')))
 
-    expect((await collect(client, `${p}*`)).length).toBe(2000)
+    expect(new Set(await collect(client, `${p}*`)).size).toBe(2000)
     expect(await deleteByPattern(client, { match: `${p}*` })).toBe(2000)
 
     const masters = await topology.masters()
