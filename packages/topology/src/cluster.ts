@@ -208,6 +208,15 @@ class Cluster implements RedisCluster {
     })
   }
 
+  /** True when every live node's CLUSTER NODES has an entry for id that passes check. */
+  async #seenByAll(id: string, check: (entry: ClusterViewEntry) => boolean): Promise<boolean> {
+    for (const node of this.#live()) {
+      const entry = (await this.#view(node)).find((e) => e.id === id)
+      if (!entry || !check(entry)) return false
+    }
+    return true
+  }
+
   async #isMyselfMaster(node: ManagedNode): Promise<boolean> {
     const me = (await this.#view(node)).find((e) => e.flags.includes('myself'))
     return me !== undefined && isMaster(me)
@@ -219,8 +228,10 @@ class Cluster implements RedisCluster {
     if (!replica) throw new InvalidOptionError('master', `${old.name} has no live replica to promote`)
     const promoted = this.#own(replica)
     await old.kill()
+    // Every live node must see the promotion, not only the promoted node itself.
+    const id = await this.#idOf(promoted)
     await waitUntil(`${promoted.name} promoted to master`, DEFAULT_WAIT_MS, () =>
-      this.#isMyselfMaster(promoted),
+      this.#seenByAll(id, (e) => isMaster(e) && !isFailing(e)),
     )
     await this.waitForOk()
     return promoted
@@ -231,10 +242,11 @@ class Cluster implements RedisCluster {
     // With its nodes.conf the node comes back as a master of slots whose config epoch is now
     // stale; the others' UPDATE messages turn it into a replica of the promoted node.
     await own.restart()
-    await waitUntil(
-      `${own.name} to rejoin as a replica`,
-      DEFAULT_WAIT_MS,
-      async () => !(await this.#isMyselfMaster(own)),
+    const id = await this.#idOf(own)
+    // Every live node, not just the rejoined one, must see it as a replica: the others learn
+    // of its new role by gossip a moment after it learns it itself.
+    await waitUntil(`${own.name} to rejoin as a replica`, DEFAULT_WAIT_MS, () =>
+      this.#seenByAll(id, (e) => !isMaster(e) && e.masterId !== undefined && !isFailing(e)),
     )
     await this.#waitForLink(own)
     await this.waitForOk()

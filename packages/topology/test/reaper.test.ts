@@ -1,38 +1,68 @@
-import { spawn } from 'node:child_process'
+import { type ChildProcessByStdio, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
+import type { Readable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { isAlive, waitFor } from './support.js'
 
 const OWNER = fileURLToPath(new URL('./fixtures/owner.ts', import.meta.url))
 
-describe('reaper', () => {
-  it('kills the redis-servers of an owner that was SIGKILLed', async () => {
-    const owner = spawn(process.execPath, ['--import', 'tsx', OWNER], {
-      cwd: fileURLToPath(new URL('..', import.meta.url)),
-      stdio: ['ignore', 'pipe', 'inherit'],
-    })
-    let pids: number[] = []
-    let dirs: string[] = []
-    try {
-      const line = await new Promise<string>((resolve, reject) => {
-        let out = ''
-        owner.stdout.on('data', (d: Buffer) => {
-          out += d.toString()
-          if (out.includes('\n')) resolve(out.split('\n')[0]!)
-        })
-        owner.once('exit', (code) => reject(new Error(`owner exited early with ${code}`)))
-      })
-      ;({ pids, dirs } = JSON.parse(line) as { pids: number[]; dirs: string[] })
-      expect(pids).toHaveLength(2)
-      expect(pids.every(isAlive)).toBe(true)
+interface Owned {
+  owner: ChildProcessByStdio<null, Readable, null>
+  pids: number[]
+  dirs: string[]
+}
 
-      owner.kill('SIGKILL')
-      expect(await waitFor(() => pids.every((pid) => !isAlive(pid)), 2_000)).toBe(true)
-      expect(await waitFor(() => dirs.every((dir) => !existsSync(dir)), 2_000)).toBe(true)
+/** Starts the fixture and reads the pids and data dirs of the nodes it owns. */
+async function startOwner(mode: 'idle' | 'exit'): Promise<Owned> {
+  const owner = spawn(process.execPath, ['--import', 'tsx', OWNER, mode], {
+    cwd: fileURLToPath(new URL('..', import.meta.url)),
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  const line = await new Promise<string>((resolve, reject) => {
+    let out = ''
+    owner.stdout.on('data', (d: Buffer) => {
+      out += d.toString()
+      if (out.includes('\n')) resolve(out.split('\n')[0]!)
+    })
+    owner.once('exit', (code) =>
+      out.includes('\n') ? undefined : reject(new Error(`owner exited with ${code}`)),
+    )
+  })
+  return { owner, ...(JSON.parse(line) as { pids: number[]; dirs: string[] }) }
+}
+
+function cleanUp({ owner, pids }: Owned): void {
+  owner.kill('SIGKILL')
+  for (const pid of pids) if (isAlive(pid)) process.kill(pid, 'SIGKILL')
+}
+
+describe('reaper', () => {
+  it('kills the redis-servers (even a paused one) of an owner that was SIGKILLed', async () => {
+    const owned = await startOwner('idle')
+    try {
+      expect(owned.pids).toHaveLength(2)
+      expect(owned.pids.every(isAlive)).toBe(true)
+      owned.owner.kill('SIGKILL')
+      // The watchdogs poll every 200 ms.
+      expect(await waitFor(() => owned.pids.every((pid) => !isAlive(pid)), 2_000)).toBe(true)
+      expect(await waitFor(() => owned.dirs.every((dir) => !existsSync(dir)), 2_000)).toBe(true)
     } finally {
-      owner.kill('SIGKILL')
-      for (const pid of pids) if (isAlive(pid)) process.kill(pid, 'SIGKILL')
+      cleanUp(owned)
+    }
+  })
+
+  it('kills them at once when the owner calls process.exit() without stopping them', async () => {
+    const owned = await startOwner('exit')
+    try {
+      await new Promise((resolve) =>
+        owned.owner.exitCode === null ? owned.owner.once('exit', resolve) : resolve(0),
+      )
+      // Faster than the watchdogs could: the 'exit' handler SIGKILLs synchronously.
+      expect(await waitFor(() => owned.pids.every((pid) => !isAlive(pid)), 150)).toBe(true)
+      expect(owned.dirs.every((dir) => !existsSync(dir))).toBe(true)
+    } finally {
+      cleanUp(owned)
     }
   })
 })
