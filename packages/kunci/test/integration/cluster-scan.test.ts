@@ -193,6 +193,7 @@ describe('on a 3+3 Redis Cluster', () => {
         }
       }
     }
+    await connect(to).config('RESETSTAT')
     const workers = [0, 1, 2, 3].map(worker)
     await topology.migrateSlot(slot, to, { keysPerBatch: 20, pauseBetweenBatchesMs: 5 })
     stop = true
@@ -200,11 +201,16 @@ describe('on a 3+3 Redis Cluster', () => {
 
     expect(errors).toEqual([])
     expect(ops).toBeGreaterThan(100)
+    // The client really met the half-moved slot: it followed ASK redirections to the target.
+    const asking = await commandCalls(to, 'asking')
+    expect(asking).toBeGreaterThan(0)
     expect(await topology.slotOwner(slot)).toBe(to)
     expect(Number(await client.get(counter))).toBe(increments) // no write was lost or doubled
     expect(new Set(await collect(client, `${escapeGlob(tag)}:*`))).toEqual(new Set([...inSlot, counter]))
     expect(await collect(connect(from), `${escapeGlob(tag)}*`)).toEqual([])
-    console.info(`migration of slot ${slot} (1000 keys): ${ops} ops, ${errors.length} errors`)
+    console.info(
+      `migration of slot ${slot} (1000 keys): ${ops} ops, ${asking} ASK redirections, ${errors.length} errors`,
+    )
   })
 
   it('scanKeys survives a master failing over mid-scan (at-least-once)', async () => {
