@@ -29,7 +29,10 @@ export interface ScanOptions {
    * @defaultValue 500
    */
   count?: number
-  /** Stops the scan before the next SCAN call; the iteration then throws `signal.reason`. */
+  /**
+   * Stops the scan, also while a SCAN call is waiting on a stuck node; the iteration then throws
+   * `signal.reason`. Without it, a paused node holds the scan until the client's `commandTimeout`.
+   */
   signal?: AbortSignal
   /**
    * Cluster only: how long to keep re-reading the slot table and retrying after a master fails
@@ -197,7 +200,7 @@ async function* scanNode<K>(node: Redis, opts: ResolvedScanOptions, scan: ScanCa
   let cursor = '0'
   do {
     opts.signal?.throwIfAborted()
-    const [next, keys] = await scan(node, cursor)
+    const [next, keys] = await abortable(scan(node, cursor), opts.signal)
     cursor = next.toString()
     if (keys.length > 0) yield keys
   } while (cursor !== '0')
@@ -267,6 +270,29 @@ function nodeKeyOf(node: Redis): string {
 function refreshSlots(cluster: Cluster): Promise<void> {
   // A failed refresh is not fatal here: the next SCAN fails again and the deadline decides.
   return new Promise((resolve) => cluster.refreshSlotsCache(() => resolve()))
+}
+
+/**
+ * Rejects with the signal's reason as soon as it fires, so that a SCAN stuck on a paused or
+ * partitioned node does not hold the caller (the command itself is left to the client's own
+ * timeout; its late reply is ignored).
+ */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort)
+        resolve(value)
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort)
+        reject(err)
+      },
+    )
+  })
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {

@@ -88,7 +88,31 @@ describe('scanKeys on a standalone Redis', () => {
     ).rejects.toBe(reason)
     expect(batches).toBe(2)
   })
+
+  it('abort interrupts a SCAN stuck on a paused node', async () => {
+    const p = prefix()
+    await fill([`${p}a`])
+    const node = topology.nodes[0]!
+    const controller = new AbortController()
+    const reason = new Error('gave up')
+    node.pause()
+    try {
+      const started = performance.now()
+      setTimeout(() => controller.abort(reason), 200)
+      await expect(collectWith(`${p}*`, controller.signal)).rejects.toBe(reason)
+      expect(performance.now() - started).toBeLessThan(5_000)
+    } finally {
+      node.resume()
+    }
+    expect(await collect(`${p}*`)).toEqual([`${p}a`]) // the client is usable afterwards
+  })
 })
+
+async function collectWith(match: string, signal: AbortSignal): Promise<string[]> {
+  const seen: string[] = []
+  for await (const batch of scanKeys(redis, { match, signal })) seen.push(...batch)
+  return seen
+}
 
 describe('deleteByPattern on a standalone Redis', () => {
   it('deletes exactly the matching keys and returns how many', async () => {
