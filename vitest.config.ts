@@ -18,12 +18,14 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: ['packages/*/test/unit/**/*.test.ts'] },
+        test: { name: 'unit', include: ['packages/*/test/unit/**/*.test.ts'], sequence: { groupOrder: 0 } },
       },
       {
         extends: true,
         test: {
           name: 'integration',
+          // Runs after the unit project, with its own worker limit (each file starts servers).
+          sequence: { groupOrder: 1 },
           include: ['packages/*/test/integration/**/*.test.ts', 'packages/topology/test/**/*.test.ts'],
           testTimeout: 60_000,
           hookTimeout: 60_000,

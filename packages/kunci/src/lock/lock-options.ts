@@ -12,7 +12,7 @@ export interface KunciWarning {
 
 /** Per-acquisition settings. Each can be set on the manager (default for all calls) or per call. */
 export interface AcquireOptions {
-  /** Lock time-to-live on every node, in ms. Must exceed the drift allowance and nodeTimeoutMs. @defaultValue 10000 */
+  /** Lock time-to-live on every node, in ms. Must exceed the drift allowance. @defaultValue 10000, or maxTtlMs if smaller */
   ttlMs?: number
   /** Attempts after the first one that lost to another holder or an outage. 0 = a single attempt. @defaultValue 10 */
   retryCount?: number
@@ -152,7 +152,9 @@ export function resolveManagerOptions(input: LockManagerOptions): ResolvedManage
     maxLocalHandoffs: int('maxLocalHandoffs', input.maxLocalHandoffs ?? d.maxLocalHandoffs, 0),
     onWarning,
   }
-  const acquire = resolveAcquireOptions(input, { ...base, acquire: undefined as never })
+  // Without an explicit ttlMs, a small maxTtlMs caps the default instead of rejecting it.
+  const ttlMs = input.ttlMs ?? Math.min(d.ttlMs, maxTtlMs)
+  const acquire = resolveAcquireOptions({ ...input, ttlMs }, { ...base, acquire: undefined as never })
   return Object.freeze({ ...base, acquire })
 }
 

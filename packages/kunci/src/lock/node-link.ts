@@ -6,11 +6,16 @@ import { publishEvent, QUARANTINE_CHANNEL, WARNING_CHANNEL } from './events.js'
 import type { KunciWarning, PersistenceProfile } from './lock-options.js'
 
 interface Pending {
+  readonly script: LuaScript
+  readonly vote: boolean
   readonly keys: readonly string[]
   readonly args: readonly (string | number)[]
   readonly resolve: (reply: unknown) => void
   readonly reject: (err: Error) => void
 }
+
+/** Rejection of a vote-carrying request by a node that may not vote (restart quarantine, unchecked). */
+export const notVoting = new Error('node may not vote (restart quarantine, or its restart check failed)')
 
 /** Upper bound on requests folded into one script call, so one call never blocks a node for long. */
 const MAX_BATCH = 256
@@ -44,8 +49,9 @@ export class NodeLink {
   #quarantinedUntil = 0
   #runId: string | undefined
   #warnedRunId: string | undefined
-  #queues = new Map<LuaScript, Pending[]>()
+  #queue: Pending[] = []
   #flushScheduled = false
+  #flushAfterVerify = false
   #closed = false
 
   constructor(index: number, client: RedisClient, opts: NodeLinkOptions) {
@@ -83,12 +89,24 @@ export class NodeLink {
     return this.#verifying ?? this.#startVerify()
   }
 
-  /** Queues one request for `script`; requests queued in the same tick share a script call. */
-  call(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+  /** Has INFO been read on the current connection? Until then requests wait in our queue. */
+  get verified(): boolean {
+    return this.#verified
+  }
+
+  /**
+   * Queues one request; requests queued in the same tick share a script call, and requests
+   * reach the node in the order they were made. With `vote`, the request is an acquire or
+   * extend: it is rejected instead of sent if the node turns out to be quarantined.
+   */
+  call(
+    script: LuaScript,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    vote = false,
+  ): Promise<unknown> {
     return new Promise((resolve, reject) => {
-      let queue = this.#queues.get(script)
-      if (!queue) this.#queues.set(script, (queue = []))
-      queue.push({ keys, args, resolve, reject })
+      this.#queue.push({ script, keys, args, vote, resolve, reject })
       if (!this.#flushScheduled) {
         this.#flushScheduled = true
         queueMicrotask(this.#flush)
@@ -188,23 +206,54 @@ export class NodeLink {
 
   #flush = (): void => {
     this.#flushScheduled = false
-    for (const [script, queue] of this.#queues) {
-      if (queue.length === 0) continue
-      this.#queues.set(script, [])
-      if (this.isCluster) {
-        // A script may only touch keys of one slot on a cluster: one call per slot.
-        const bySlot = new Map<number, Pending[]>()
-        for (const p of queue) {
-          const slot = keySlot(p.keys[0]!)
-          const group = bySlot.get(slot)
-          if (group) group.push(p)
-          else bySlot.set(slot, [p])
-        }
-        for (const group of bySlot.values()) this.#send(script, group)
-      } else {
-        for (let i = 0; i < queue.length; i += MAX_BATCH) this.#send(script, queue.slice(i, i + MAX_BATCH))
+    if (!this.#verified && !this.#closed) {
+      // Hold everything until we know whether the node restarted; a hold keeps call order,
+      // so a release can never overtake the acquire it cleans up after.
+      if (!this.#flushAfterVerify) {
+        this.#flushAfterVerify = true
+        const v = this.#verifying ?? this.#startVerify()
+        void v.finally(() => {
+          this.#flushAfterVerify = false
+          this.#drain()
+        })
       }
+      return
     }
+    this.#drain()
+  }
+
+  #drain(): void {
+    const queue = this.#queue
+    if (queue.length === 0) return
+    this.#queue = []
+    const now = performance.now()
+    let run: Pending[] = []
+    for (const p of queue) {
+      if (p.vote && !this.canVote(now)) {
+        p.reject(notVoting)
+        continue
+      }
+      if (run.length > 0 && (run[0]!.script !== p.script || run.length === MAX_BATCH)) {
+        this.#sendRun(run)
+        run = []
+      }
+      run.push(p)
+    }
+    if (run.length > 0) this.#sendRun(run)
+  }
+
+  #sendRun(run: Pending[]): void {
+    const script = run[0]!.script
+    if (!this.isCluster) return this.#send(script, run)
+    // A script may only touch keys of one slot on a cluster: one call per slot.
+    const bySlot = new Map<number, Pending[]>()
+    for (const p of run) {
+      const slot = keySlot(p.keys[0]!)
+      const group = bySlot.get(slot)
+      if (group) group.push(p)
+      else bySlot.set(slot, [p])
+    }
+    for (const group of bySlot.values()) this.#send(script, group)
   }
 
   #send(script: LuaScript, batch: Pending[]): void {

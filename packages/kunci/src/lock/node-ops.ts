@@ -2,7 +2,7 @@ import { type NodeVote, type NodeVoteStatus, UnexpectedReplyError } from '../err
 import { loadScript } from '../redis/lua-script.js'
 import { hasSubscribers, NODE_ERROR_CHANNEL, publishEvent } from './events.js'
 import type { FenceClock } from './fence-clock.js'
-import type { NodeLink } from './node-link.js'
+import { type NodeLink, notVoting } from './node-link.js'
 import { gather, type Outcome } from './quorum.js'
 import { randomToken } from './tokens.js'
 
@@ -35,14 +35,15 @@ export type AttemptResult =
       /** performance.now() at which the lock stops being valid locally. */
       readonly validUntil: number
       readonly votes: NodeVote[]
-      readonly prevReleasedOn: number
+      /** Hand-over: nodes that answered and had no trace of prev (it expired or was taken there). */
+      readonly prevMissingOn: number
     }
   | {
       readonly kind: 'held' | 'fenced' | 'outage' | 'expired' | 'yielded'
       readonly votes: NodeVote[]
       /** For `held`: the longest remaining TTL reported, in ms. */
       readonly pttl: number
-      readonly prevReleasedOn: number
+      readonly prevMissingOn: number
     }
 
 type AcquireReply = [number, number, number, number]
@@ -67,14 +68,15 @@ export async function attemptAcquire(
   const token = randomToken()
   const fence = nodes.clock.next()
   const args = [token, ttlMs, fence, target.resources.length, prev, yieldToOthers ? '1' : '0']
-  await verified(nodes)
   const start = performance.now()
   const requests: (Promise<unknown> | undefined)[] = new Array(n)
-  // Every request is sent now, in this tick: a later release or hand-over on the same
-  // connection is then guaranteed to reach each node after it.
+  // Every request is queued now, in this tick; each node link keeps call order, so a later
+  // release or hand-over always reaches a node after this acquire.
   for (let i = 0; i < n; i++) {
     const link = links[i]!
-    if (link.canVote(start)) requests[i] = stamped(link, link.call(ACQUIRE, target.acquireKeys, args))
+    // An unchecked node (start-up, reconnect) queues the request until its check is done.
+    if (!link.verified || link.canVote(start))
+      requests[i] = stamped(link, link.call(ACQUIRE, target.acquireKeys, args, true))
   }
   let granted = 0
   let refused = 0
@@ -95,7 +97,7 @@ export async function attemptAcquire(
   let fenced = 0
   let yielded = 0
   let pttl = 0
-  let prevReleasedOn = 0
+  let prevMissingOn = 0
   for (let i = 0; i < n; i++) {
     const o = outcomes[i]
     const status = voteOf(links[i]!, o)
@@ -107,7 +109,7 @@ export async function attemptAcquire(
           : { node: i, status }
     if (o?.ok) {
       const r = checkReply(o.value)
-      if (r[3] > 0) prevReleasedOn++
+      if (r[3] < target.resources.length) prevMissingOn++
       if (r[0] === 1) grants++
       else if (r[0] === 0) {
         held++
@@ -129,7 +131,7 @@ export async function attemptAcquire(
         const rest = outcomes.flatMap((o, i) => (o?.ok ? [] : [i]))
         if (rest.length > 0) void releaseOn(nodes, target, prev, rest, '')
       }
-      return { kind: 'granted', token, fence, validUntil, votes, prevReleasedOn }
+      return { kind: 'granted', token, fence, validUntil, votes, prevMissingOn }
     }
   }
   // Release what this attempt was granted. Nodes that had not answered yet are cleaned up when
@@ -161,7 +163,7 @@ export async function attemptAcquire(
           : held > 0
             ? 'held'
             : 'fenced'
-  return { kind, votes, pttl, prevReleasedOn }
+  return { kind, votes, pttl, prevMissingOn }
 }
 
 /** Compare-and-delete on every node; counts the nodes on which all of the lock's keys were ours. */
@@ -172,7 +174,16 @@ export async function releaseAll(
 ): Promise<{ released: number; answered: number; votes: NodeVote[] }> {
   const args = [token, target.lockKeys.length]
   const requests = nodes.links.map((l) => l.call(RELEASE, target.lockKeys, args))
-  const outcomes = await gather(requests, nodes.nodeTimeoutMs)
+  const all = target.lockKeys.length
+  const lost = nodes.links.length - nodes.quorum
+  // Decided once a quorum released or too many nodes lacked our token; a dead node then
+  // costs nothing (the command still reaches the others, and the rest whenever they answer).
+  const outcomes = await gather(requests, nodes.nodeTimeoutMs, (out) => {
+    let ok = 0
+    let missing = 0
+    for (const o of out) if (o?.ok) Number(o.value) === all ? ok++ : missing++
+    return ok >= nodes.quorum || missing > lost
+  })
   let released = 0
   let answered = 0
   const votes = outcomes.map((o, i): NodeVote => {
@@ -205,6 +216,7 @@ export async function extendAll(
   let answered = 0
   const votes = outcomes.map((o, i): NodeVote => {
     if (o === undefined) return { node: i, status: 'quarantined' }
+    if (!o.ok && o.undecided) return { node: i, status: 'pending' }
     if (!o.ok) return { node: i, status: o.timedOut ? 'timeout' : 'error', error: o.error }
     answered++
     if (Number(o.value) === 1) {
@@ -228,30 +240,7 @@ async function releaseOn(nodes: Nodes, target: LockTarget, token: string, on: nu
   await gather(requests, nodes.nodeTimeoutMs)
 }
 
-const notVoting = new Error('node may not vote (restart quarantine or not verified)')
 const notConnected = new Error('node connection is not ready (connecting, or its state check failed)')
-
-/**
- * Before the first vote of a node (start-up, reconnect) its INFO must have been read, to know
- * whether it restarted. Waits for pending checks, at most nodeTimeoutMs; nodes still unchecked
- * sit this attempt out. Costs nothing once every node is checked.
- */
-async function verified(nodes: Nodes): Promise<void> {
-  let pending: Promise<void>[] | undefined
-  for (const l of nodes.links) {
-    const p = l.whenVerified()
-    if (p) (pending ??= []).push(p)
-  }
-  if (!pending) return
-  let timer: NodeJS.Timeout | undefined
-  await Promise.race([
-    Promise.allSettled(pending),
-    new Promise<void>((r) => {
-      timer = setTimeout(r, nodes.nodeTimeoutMs)
-    }),
-  ])
-  clearTimeout(timer)
-}
 
 /** Rejects a reply that belongs to an older connection of the node (it may have restarted since). */
 function stamped<T>(link: NodeLink, p: Promise<T>): Promise<T> {

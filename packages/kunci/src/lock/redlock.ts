@@ -352,7 +352,9 @@ export class Redlock implements LockOwner {
       next.promote(false)
       throw err
     }
-    const releasedOk = r.prevReleasedOn >= this.quorum
+    // Lost only if enough nodes proved prev absent that it cannot have been on a quorum; nodes
+    // that had not answered when the hand-over was decided are not counted either way.
+    const releasedOk = r.prevMissingOn <= this.nodes.links.length - this.quorum
     lock.markEnded(releasedOk ? 'released' : 'lost')
     q.active = false
     if (r.kind === 'granted') {
