@@ -128,7 +128,7 @@ const CONTENDED_METRICS: MetricDef[] = [
 ]
 
 export function metricsFor(phase: Phase): MetricDef[] {
-  return phase === 'b-contended' ? CONTENDED_METRICS : UNCONTENDED_METRICS
+  return phase === 'b-contended' || phase === 'b-isolated' ? CONTENDED_METRICS : UNCONTENDED_METRICS
 }
 
 export type PhaseSummary = Partial<Record<Library, Record<string, Spread>>>

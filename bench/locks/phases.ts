@@ -5,19 +5,25 @@ import type { LockDriver } from './driver.js'
 import type { BenchSettings } from './settings.js'
 import { type ContendedResult, runContended, runUncontended, type UncontendedResult } from './workloads.js'
 
-export const PHASES = ['a-c1', 'a-c64', 'b-contended', 'c-single-c64'] as const
+export const PHASES = ['a-c1', 'a-c64', 'b-contended', 'b-isolated', 'c-single-c64'] as const
 export type Phase = (typeof PHASES)[number]
 
 export const PHASE_TITLES: Record<Phase, string> = {
   'a-c1': '(a) Redlock, 5 nodes, uncontended, concurrency 1',
   'a-c64': '(a) Redlock, 5 nodes, uncontended, concurrency 64',
   'b-contended': '(b) Redlock, 5 nodes, 32 workers on one key, ~1 ms hold',
+  'b-isolated':
+    "(b') as (b), but every worker has its own lock manager and connections, as 32 processes would",
   'c-single-c64': '(c) single node, uncontended, concurrency 64',
 }
 
 /** Redlock phases use the 5-node drivers; (c) uses the single-node ones. */
 export function isSingleNode(phase: Phase): boolean {
   return phase === 'c-single-c64'
+}
+
+export function isContended(phase: Phase): boolean {
+  return phase === 'b-contended' || phase === 'b-isolated'
 }
 
 export interface CommandCost {
@@ -41,7 +47,14 @@ export interface PhaseContext {
   counter: TopLevelCommandCounter
 }
 
-function runWorkload(driver: LockDriver, phase: Phase, durationMs: number, s: BenchSettings, tag: string) {
+function runWorkload(
+  drivers: readonly LockDriver[],
+  phase: Phase,
+  durationMs: number,
+  s: BenchSettings,
+  tag: string,
+) {
+  const driver = drivers[0]!
   switch (phase) {
     case 'a-c1':
     case 'a-c64':
@@ -53,12 +66,13 @@ function runWorkload(driver: LockDriver, phase: Phase, durationMs: number, s: Be
     case 'c-single-c64':
       return runUncontended(driver, { concurrency: s.singleNodeConcurrency, durationMs, tag })
     case 'b-contended':
-      return runContended(driver, { workers: s.contendedWorkers, holdMs: s.holdMs, durationMs, tag })
+    case 'b-isolated':
+      return runContended(drivers, { workers: s.contendedWorkers, holdMs: s.holdMs, durationMs, tag })
   }
 }
 
 function phaseDuration(phase: Phase, s: BenchSettings): number {
-  if (phase === 'b-contended') return s.contendedMs
+  if (isContended(phase)) return s.contendedMs
   if (phase === 'c-single-c64') return s.singleNodeMs
   return s.uncontendedMs
 }
@@ -66,15 +80,20 @@ function phaseDuration(phase: Phase, s: BenchSettings): number {
 /**
  * Warm-up, then one timed run inside a command-count window. The settle pause before reading
  * the counters lets replies from non-quorum nodes (libraries that resolve at quorum) land.
+ * `drivers` holds one driver, or one per worker for (b').
  */
-export async function runPhase(driver: LockDriver, phase: Phase, ctx: PhaseContext): Promise<PhaseResult> {
+export async function runPhase(
+  drivers: readonly LockDriver[],
+  phase: Phase,
+  ctx: PhaseContext,
+): Promise<PhaseResult> {
   const s = ctx.settings
-  const tag = `${phase}:${driver.library}`
-  await runWorkload(driver, phase, s.warmupMs, s, `${tag}:warmup`)
+  const tag = `${phase}:${drivers[0]!.library}`
+  await runWorkload(drivers, phase, s.warmupMs, s, `${tag}:warmup`)
   await sleep(s.settleMs)
   await resetServerStats(ctx.admins)
   ctx.counter.open()
-  const outcome = await runWorkload(driver, phase, phaseDuration(phase, s), s, tag)
+  const outcome = await runWorkload(drivers, phase, phaseDuration(phase, s), s, tag)
   await sleep(s.settleMs)
   const topLevel = ctx.counter.close()
   const server = await readServerStats(ctx.admins)

@@ -22,7 +22,7 @@ import {
 } from './peer-drivers.js'
 import { isSingleNode, PHASES, type Phase, type PhaseResult, runPhase } from './phases.js'
 import { evaluateTargets, phaseTable, targetTable } from './report.js'
-import { type BenchSettings, FULL_SETTINGS, QUICK_SETTINGS } from './settings.js'
+import { type BenchSettings, FULL_SETTINGS, QUICK_PHASES, QUICK_SETTINGS } from './settings.js'
 
 const PEER_FACTORIES: Record<Exclude<Library, 'kunci'>, DriverFactory> = {
   'node-redlock': nodeRedlockDriver,
@@ -45,8 +45,13 @@ interface Cli {
   phases: Phase[]
 }
 
-function list<T extends string>(flag: string, value: string | undefined, all: readonly T[]): T[] {
-  if (value === undefined) return [...all]
+function list<T extends string>(
+  flag: string,
+  value: string | undefined,
+  all: readonly T[],
+  defaults: readonly T[] = all,
+): T[] {
+  if (value === undefined) return [...defaults]
   const picked = value.split(',') as T[]
   const unknown = picked.filter((v) => !all.includes(v))
   if (unknown.length > 0)
@@ -82,15 +87,32 @@ function parseCli(): Cli {
     settings: { ...base, rounds: integer('--rounds', values.rounds, base.rounds, 1), retry },
     quick: values.quick === true,
     libraries: list('--libs', values.libs, LIBRARIES),
-    phases: list('--phases', values.phases, PHASES),
+    phases: list('--phases', values.phases, PHASES, values.quick ? QUICK_PHASES : PHASES),
   }
 }
 
 const log = (line: string) => process.stderr.write(`${line}\n`)
 
 interface Drivers {
+  factory: DriverFactory
   redlock: LockDriver
   single: LockDriver
+}
+
+/** (b'): one driver per worker, connected before and closed after the phase, outside the timing. */
+async function withWorkerDrivers<T>(
+  d: Drivers,
+  config: DriverConfig,
+  workers: number,
+  fn: (drivers: LockDriver[]) => Promise<T>,
+): Promise<T> {
+  const pool: LockDriver[] = []
+  try {
+    for (let i = 0; i < workers; i++) pool.push(await d.factory(config))
+    return await fn(pool)
+  } finally {
+    await Promise.allSettled(pool.map((p) => p.close()))
+  }
 }
 
 async function main(): Promise<void> {
@@ -114,14 +136,15 @@ async function main(): Promise<void> {
     const env = await describeEnvironment(admins[0]!)
     log(`nodes: ${nodes.map((n) => n.port).join(', ')}; redis ${env.redis}, node ${env.node}, ${env.cpu}`)
 
+    const redlockConfig: DriverConfig = { ttlMs: settings.ttlMs, retry: settings.retry, nodes }
     const skipped: Record<string, string> = {}
     for (const library of libraries) {
       try {
         const factory = await factoryFor(library)
-        const common: Omit<DriverConfig, 'nodes'> = { ttlMs: settings.ttlMs, retry: settings.retry }
         drivers.set(library, {
-          redlock: await factory({ ...common, nodes }),
-          single: await factory({ ...common, nodes: nodes.slice(0, 1) }),
+          factory,
+          redlock: await factory(redlockConfig),
+          single: await factory({ ...redlockConfig, nodes: nodes.slice(0, 1) }),
         })
       } catch (err) {
         skipped[library] = err instanceof Error ? `${err.name}: ${err.message}` : String(err)
@@ -141,11 +164,13 @@ async function main(): Promise<void> {
         for (const library of order) {
           const d = drivers.get(library)!
           const single = isSingleNode(phase)
-          const result = await runPhase(single ? d.single : d.redlock, phase, {
-            settings,
-            admins: single ? admins.slice(0, 1) : admins,
-            counter,
-          })
+          const ctx = { settings, admins: single ? admins.slice(0, 1) : admins, counter }
+          const result =
+            phase === 'b-isolated'
+              ? await withWorkerDrivers(d, redlockConfig, settings.contendedWorkers, (pool) =>
+                  runPhase(pool, phase, ctx),
+                )
+              : await runPhase([single ? d.single : d.redlock], phase, ctx)
           ;(raw[phase][library] ??= []).push(result)
           const headline =
             result.kind === 'contended'

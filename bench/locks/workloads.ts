@@ -72,6 +72,7 @@ export interface ContendedResult {
   failures: number
   failuresByError: Record<string, number>
   releaseFailures: number
+  /** Wait percentiles over every acquire call, failed ones included at the time they gave up. */
   waitP50Ms: number
   waitP99Ms: number
   waitMaxMs: number
@@ -85,25 +86,30 @@ export interface ContendedResult {
  * `workers` loops on ONE key: call acquire (the library's own retry/wait), hold ~holdMs, release,
  * repeat until the deadline. Workers already waiting at the deadline finish their turn, so the
  * longest waits are kept, not cut off; throughput counts only grants before the deadline.
+ * Worker i uses drivers[i % drivers.length]: one shared driver, or one per worker.
  */
 export async function runContended(
-  driver: LockDriver,
+  drivers: readonly LockDriver[],
   opts: { workers: number; holdMs: number; durationMs: number; tag: string },
 ): Promise<ContendedResult> {
   const key = keyPrefix(opts.tag)
   const holds: Hold[] = []
+  /** Time from calling acquire to its rejection: a caller that gave up waited this long too. */
+  const failedWaits: number[] = []
   let failures = 0
   let releaseFailures = 0
   const failuresByError: Record<string, number> = {}
   const start = performance.now()
   const deadline = start + opts.durationMs
-  const worker = async () => {
+  const worker = async (_: unknown, index: number) => {
+    const driver = drivers[index % drivers.length]!
     while (performance.now() < deadline) {
       const calledAt = performance.now()
       let lock: HeldLock
       try {
         lock = await driver.acquire(key)
       } catch (err) {
+        failedWaits.push(performance.now() - calledAt)
         failures++
         countInto(failuresByError, errorName(err))
         continue
@@ -121,7 +127,7 @@ export async function runContended(
   }
   await Promise.all(Array.from({ length: opts.workers }, worker))
 
-  const waits = holds.map((h) => h.acquiredAt - h.calledAt)
+  const waits = [...holds.map((h) => h.acquiredAt - h.calledAt), ...failedWaits]
   const ordered = [...holds].sort((a, b) => a.acquiredAt - b.acquiredAt)
   const handoffs: number[] = []
   let negativeHandoffs = 0
