@@ -3,6 +3,15 @@
  * Explicit named exports only; everything not listed here is internal.
  */
 
+// cache
+export type { GetOrSetOptions, SetOptions } from './cache/cache.js'
+export { Cache } from './cache/cache.js'
+export type { CacheEventName, CacheEvents, CacheListener, CacheTier } from './cache/cache-events.js'
+export type { CacheOptions, EntryOptions } from './cache/cache-options.js'
+export { DEFAULT_CACHE_OPTIONS, DEFAULT_ENTRY_OPTIONS } from './cache/cache-options.js'
+export type { Loader, LoaderContext } from './cache/read-through.js'
+export type { Serializer } from './cache/serializer.js'
+export { jsonSerializer } from './cache/serializer.js'
 // cluster
 export { assertValidTag, groupBySlot, KEY_PART_SEPARATOR, sameSlot, taggedKey } from './cluster/hash-tag.js'
 export type { DeleteByPatternOptions, ScanOptions } from './cluster/scan.js'
@@ -21,6 +30,10 @@ export { hashTag, keySlot, SLOT_COUNT } from './cluster/slot.js'
 export type { ErrorCode, NodeVote, NodeVoteStatus } from './errors.js'
 export {
   AcquireAbortedError,
+  CacheLoaderError,
+  CacheLoaderTimeoutError,
+  CacheSerializeError,
+  CacheUnavailableError,
   ClosedError,
   ERROR_CODES,
   InvalidOptionError,

@@ -1,0 +1,177 @@
+/**
+ * The invalidation bus: one subscriber connection per cache, on one channel, telling every
+ * process which keys changed. It wakes waiters (a loader elsewhere finished) and keeps L1
+ * coherent.
+ *
+ * We own this connection (the only one the cache creates) and manage its life ourselves,
+ * because the owner must know the exact moments it is *not* subscribed: messages sent then
+ * are lost, so L1 must be flushed and bypassed until the subscription is back. ioredis'
+ * own cluster subscriber silently moves to another node, which hides exactly that.
+ *   - standalone: `client.duplicate()` without auto-reconnect;
+ *   - cluster: a plain connection to one of the cluster's nodes (PUBLISH reaches every node of
+ *     a cluster), moving to the next node after each failure.
+ * A heartbeat PING catches a connection that hangs without closing (paused node, partition).
+ *
+ * Message: one type letter, the sender's 12-character id, then the key or key prefix.
+ */
+import { randomBytes } from 'node:crypto'
+import type { Cluster } from 'ioredis'
+import { Redis } from 'ioredis'
+import type { RedisClient } from '../redis/lua-script.js'
+
+export type BusMessageType = 'k' | 'p' | 'w' // key changed | every key under a prefix changed | wake only
+
+export interface BusHandlers {
+  message(type: BusMessageType, sender: string, subject: string): void
+  /** `up` after (re)subscribing; `down` when messages may have been missed. */
+  state(up: boolean, reason: string, error?: Error): void
+}
+
+const ID_LENGTH = 12
+
+export function newInstanceId(): string {
+  return randomBytes(9).toString('base64url') // 12 characters
+}
+
+export function busMessage(type: BusMessageType, sender: string, subject: string): string {
+  return type + sender + subject
+}
+
+export class Bus {
+  readonly #client: RedisClient
+  readonly #channel: string
+  readonly #heartbeatMs: number
+  readonly #handlers: BusHandlers
+  #conn: Redis | undefined
+  #up = false
+  #closed = false
+  #attempt = 0
+  #nodeIndex = 0
+  #retryTimer: NodeJS.Timeout | undefined
+  #heartbeat: NodeJS.Timeout | undefined
+
+  readonly #name: string
+
+  constructor(
+    client: RedisClient,
+    channel: string,
+    heartbeatMs: number,
+    name: string,
+    handlers: BusHandlers,
+  ) {
+    this.#client = client
+    this.#name = name
+    this.#channel = channel
+    this.#heartbeatMs = heartbeatMs
+    this.#handlers = handlers
+  }
+
+  /** Subscribed now: every message published from here on reaches us. */
+  get up(): boolean {
+    return this.#up
+  }
+
+  /** The subscriber connection, for tests that need to cut it (CLIENT KILL ID). */
+  get connection(): Redis | undefined {
+    return this.#conn
+  }
+
+  start(): void {
+    this.#connect()
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true
+    clearTimeout(this.#retryTimer)
+    clearInterval(this.#heartbeat)
+    const conn = this.#conn
+    this.#conn = undefined
+    this.#up = false
+    if (conn) await conn.quit().catch(() => conn.disconnect())
+  }
+
+  #connect(): void {
+    if (this.#closed) return
+    const conn = this.#open()
+    if (conn === undefined) {
+      this.#retry('no node known yet')
+      return
+    }
+    this.#conn = conn
+    conn.on('error', () => {}) // surfaced through 'close' → state(false)
+    conn.on('messageBuffer', (_channel: Buffer, data: Buffer) => {
+      if (conn !== this.#conn) return
+      const text = data.toString('utf8')
+      const type = text[0]
+      if (type !== 'k' && type !== 'p' && type !== 'w') return
+      this.#handlers.message(type, text.slice(1, 1 + ID_LENGTH), text.slice(1 + ID_LENGTH))
+    })
+    conn.once('close', () => this.#lost(conn, 'connection closed'))
+    conn
+      .connect()
+      .then(() => conn.subscribe(this.#channel))
+      .then(
+        () => {
+          if (conn !== this.#conn || this.#closed) return
+          this.#attempt = 0
+          this.#up = true
+          this.#startHeartbeat(conn)
+          this.#handlers.state(true, 'subscribed')
+        },
+        (err: Error) => this.#lost(conn, 'subscribe failed', err),
+      )
+  }
+
+  #open(): Redis | undefined {
+    const common = {
+      lazyConnect: true,
+      autoResubscribe: false,
+      enableOfflineQueue: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null, // we reconnect ourselves, so a drop is always seen
+      connectTimeout: Math.max(1000, this.#heartbeatMs),
+      connectionName: this.#name, // CLIENT LIST shows which cache instance a subscriber belongs to
+    }
+    if (!this.#client.isCluster) return (this.#client as Redis).duplicate(common)
+    const nodes = (this.#client as Cluster).nodes('all')
+    if (nodes.length === 0) return undefined
+    const { host, port, username, password, tls, family } = nodes[this.#nodeIndex++ % nodes.length]!.options
+    return new Redis({ host, port, username, password, tls, family, ...common })
+  }
+
+  #startHeartbeat(conn: Redis): void {
+    clearInterval(this.#heartbeat)
+    let outstanding = false
+    this.#heartbeat = setInterval(() => {
+      if (conn !== this.#conn) return
+      if (outstanding) return this.#lost(conn, 'heartbeat timed out')
+      outstanding = true
+      conn.ping().then(
+        () => {
+          outstanding = false
+        },
+        (err: Error) => this.#lost(conn, 'heartbeat failed', err),
+      )
+    }, this.#heartbeatMs)
+    this.#heartbeat.unref()
+  }
+
+  #lost(conn: Redis, reason: string, error?: Error): void {
+    if (conn !== this.#conn) return
+    this.#conn = undefined
+    clearInterval(this.#heartbeat)
+    conn.removeAllListeners('messageBuffer')
+    conn.disconnect()
+    this.#up = false
+    if (this.#closed) return
+    this.#handlers.state(false, reason, error)
+    this.#retry(reason)
+  }
+
+  #retry(_reason: string): void {
+    if (this.#closed) return
+    const delay = Math.min(50 * 2 ** this.#attempt++, 2000)
+    this.#retryTimer = setTimeout(() => this.#connect(), delay)
+    this.#retryTimer.unref()
+  }
+}
