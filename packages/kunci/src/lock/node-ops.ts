@@ -70,13 +70,18 @@ export async function attemptAcquire(
   const args = [token, ttlMs, fence, target.resources.length, prev, yieldToOthers ? '1' : '0']
   const start = performance.now()
   const requests: (Promise<unknown> | undefined)[] = new Array(n)
+  // The replies themselves, also those that arrive on a newer connection (ioredis resends
+  // unanswered commands after a reconnect): a late grant must still be cleaned up.
+  const raw: (Promise<unknown> | undefined)[] = new Array(n)
   // Every request is queued now, in this tick; each node link keeps call order, so a later
   // release or hand-over always reaches a node after this acquire.
   for (let i = 0; i < n; i++) {
     const link = links[i]!
     // An unchecked node (start-up, reconnect) queues the request until its check is done.
-    if (!link.verified || link.canVote(start))
-      requests[i] = stamped(link, link.call(ACQUIRE, target.acquireKeys, args, true))
+    if (!link.verified || link.canVote(start)) {
+      raw[i] = link.call(ACQUIRE, target.acquireKeys, args, true)
+      requests[i] = stamped(link, raw[i]!)
+    }
   }
   let granted = 0
   let refused = 0
@@ -142,7 +147,7 @@ export async function attemptAcquire(
     if (o?.ok) {
       if ((o.value as AcquireReply)[0] === 1) cleanup.push(i)
     } else if (o) {
-      requests[i]!.then(
+      raw[i]!.then(
         (v) => {
           if ((v as AcquireReply)[0] === 1) void releaseOn(nodes, target, token, [i], '')
         },
@@ -152,13 +157,17 @@ export async function attemptAcquire(
   }
   // A hand-over whose prev survives on a node that did not answer: release prev there too.
   await releaseOn(nodes, target, token, cleanup, prev)
-  const answered = grants + held + fenced + yielded
+  // An outage is when the nodes that failed (time-out, error, quarantine) alone rule out a
+  // quorum; otherwise other holders (or a stale fence) are why we lost.
+  let unreachable = 0
+  for (const v of votes)
+    if (v.status === 'timeout' || v.status === 'error' || v.status === 'quarantined') unreachable++
   const kind =
     grants >= quorum
       ? 'expired'
       : yielded > 0
         ? 'yielded'
-        : answered < quorum
+        : unreachable > n - quorum
           ? 'outage'
           : held > 0
             ? 'held'
@@ -255,7 +264,7 @@ function voteOf(link: NodeLink, o: Outcome<unknown>): NodeVoteStatus {
   if (o === undefined) return link.quarantined ? 'quarantined' : 'error'
   if (!o.ok) {
     if (o.undecided) return 'pending'
-    return o.error === notVoting || link.quarantined ? 'quarantined' : o.timedOut ? 'timeout' : 'error'
+    return link.quarantined ? 'quarantined' : o.timedOut ? 'timeout' : 'error'
   }
   const s = (o.value as AcquireReply)[0]
   return s === 1 ? 'granted' : s === 0 ? 'held' : s === 2 ? 'fenced' : 'not-owner'

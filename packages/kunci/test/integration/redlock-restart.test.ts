@@ -1,0 +1,151 @@
+/**
+ * Node restarts and outages: the restart quarantine must prevent a double grant when a node
+ * that granted a lock comes back empty; a majority down gives E_LOCK_UNAVAILABLE within the
+ * stated bound, and the lock works again once the nodes are back.
+ */
+import { Redlock, type RedlockOptions } from 'kunci'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { History } from '../support/history.js'
+import { type Fixture, ready, sleep, startFixture } from '../support/nodes.js'
+
+const fixtures: Fixture[] = []
+const managers: Redlock[] = []
+afterEach(async () => {
+  for (const m of managers.splice(0)) await m.close()
+})
+afterAll(async () => {
+  for (const f of fixtures) await f.stop()
+})
+
+async function fixture(): Promise<Fixture> {
+  const f = await startFixture({ count: 5 })
+  fixtures.push(f)
+  await ready(f.clients())
+  return f
+}
+function manager(f: Fixture, o: Partial<RedlockOptions> = {}): Redlock {
+  const m = new Redlock({ clients: f.clients(), nodeTimeoutMs: 150, onWarning: () => {}, ...o })
+  managers.push(m)
+  return m
+}
+
+/**
+ * A holds r on nodes 0,1,2 only (3 and 4 are cut off while A acquires); then node 2 restarts
+ * empty. Without quarantine, B can now win nodes 2,3,4 while A still holds: two holders.
+ */
+async function restartScenario(quarantine: boolean) {
+  const f = await fixture()
+  const MAX_TTL = 1500
+  await sleep(MAX_TTL + 1100) // fresh nodes count as just restarted until maxTtlMs has passed
+  const history = new History()
+  // A's clients neither queue nor resend commands while disconnected, so its requests to the
+  // cut-off nodes are never executed later (the recommended client settings, docs/locks.md).
+  const a = new Redlock({
+    clients: f.clients({ enableOfflineQueue: false, autoResendUnfulfilledCommands: false }),
+    nodeTimeoutMs: 150,
+    onWarning: () => {},
+    quarantine,
+    maxTtlMs: MAX_TTL,
+  })
+  managers.push(a)
+  await sleep(200) // A's connections become ready and are checked
+  const [, , n2, n3, n4] = f.set.nodes
+  for (const n of [n3!, n4!]) {
+    n.proxy!.refuse(true)
+    n.proxy!.dropConnections()
+  }
+  const lockA = await a.acquire('acct', { ttlMs: MAX_TTL, retryCount: 0 })
+  const endA = history.begin('acct', lockA.fence, 'A', lockA.validityMs)
+  for (const n of [n3!, n4!]) n.proxy!.refuse(false)
+  await n2!.restart({ empty: true })
+  const b = manager(f, { quarantine, maxTtlMs: MAX_TTL })
+  await ready(f.clients()) // give B's fresh clients time to connect
+  const got = await b.acquire('acct', { ttlMs: MAX_TTL, retryCount: 0 }).then(
+    (lock) => lock,
+    (err: { code: string; votes: { status: string }[] }) => err,
+  )
+  if ('fence' in got) history.begin('acct', got.fence, 'B', got.validityMs)()
+  endA()
+  return { history, got }
+}
+
+describe('restart quarantine', () => {
+  it('without quarantine, a node restarted empty lets a second client in while the first still holds (the fault is real)', async () => {
+    const { history, got } = await restartScenario(false)
+    expect('fence' in got, JSON.stringify(got)).toBe(true)
+    expect(history.violations().map((v) => v.kind)).toContain('overlap')
+  })
+
+  it('with quarantine (the default), the restarted node does not vote and the second client is refused', async () => {
+    const { history, got } = await restartScenario(true)
+    expect('code' in got && got.code, JSON.stringify(got)).toBe('E_LOCK_NOT_ACQUIRED')
+    const votes = 'votes' in got ? got.votes.map((v) => v.status) : []
+    expect(votes[2]).toBe('quarantined')
+    expect(history.violations()).toEqual([])
+  })
+
+  it('a node that restarted rejoins the quorum once maxTtlMs has passed', async () => {
+    const f = await fixture()
+    const m = manager(f, { maxTtlMs: 800 })
+    await sleep(1900)
+    await m.acquire('warm', { ttlMs: 500 }).then((l) => l.release())
+    const quarantined: unknown[] = []
+    const { channel } = await import('node:diagnostics_channel')
+    const onQ = (msg: unknown) => quarantined.push(msg)
+    channel('kunci:lock:quarantined').subscribe(onQ)
+    try {
+      await Promise.all([f.set.nodes[0]!.restart({ empty: true }), f.set.nodes[1]!.restart({ empty: true })])
+      await sleep(300)
+      // Three healthy nodes still make a quorum while two sit out.
+      const l = await m.acquire('during', { ttlMs: 500, retryCount: 5, retryDelayMs: 50 })
+      expect(l.fence).toBeGreaterThan(0)
+      await l.release()
+      expect(quarantined.length).toBeGreaterThanOrEqual(2)
+      await sleep(1000)
+      const l2 = await m.acquire('after', { ttlMs: 500 })
+      await eventuallyOnAll(f, 'kunci:{after}', l2.token)
+      await l2.release()
+    } finally {
+      channel('kunci:lock:quarantined').unsubscribe(onQ)
+    }
+  })
+})
+
+describe('outage of a majority', () => {
+  it('3 of 5 nodes down: E_LOCK_UNAVAILABLE within (retryCount+1) × nodeTimeoutMs + retry delays, then recovery', async () => {
+    const f = await fixture()
+    const m = manager(f, { quarantine: false })
+    const down = f.set.nodes.slice(0, 3)
+    await Promise.all(down.map((n) => n.kill()))
+    const opts = { ttlMs: 1000, retryCount: 2, retryDelayMs: 50, retryJitterMs: 20 }
+    const bound = (opts.retryCount + 1) * 150 + opts.retryCount * (opts.retryDelayMs + opts.retryJitterMs)
+    const t0 = performance.now()
+    const err = (await m.acquire('o', opts).catch((e: unknown) => e)) as {
+      code: string
+      votes: { status: string }[]
+    }
+    const took = performance.now() - t0
+    expect(err.code).toBe('E_LOCK_UNAVAILABLE')
+    expect(
+      err.votes.filter((v) => v.status === 'timeout' || v.status === 'error').length,
+      JSON.stringify(err.votes),
+    ).toBe(3)
+    expect(took).toBeLessThan(bound + 250) // scheduling slack on a loaded 2-core machine
+    // Contention is a different error: a held lock is not an outage.
+    await Promise.all(down.map((n) => n.restart({ empty: true })))
+    const l = await m.acquire('o', { ttlMs: 1000, retryCount: 40, retryDelayMs: 50, acquireTimeoutMs: 5000 })
+    expect(l.fence).toBeGreaterThan(0)
+    await l.release()
+  })
+})
+
+async function eventuallyOnAll(f: Fixture, key: string, value: string) {
+  const cs = f.clients()
+  const end = performance.now() + 2000
+  for (;;) {
+    const vals = await Promise.all(cs.map((c) => c.get(key)))
+    if (vals.every((v) => v === value)) return
+    if (performance.now() > end) expect(vals).toEqual(cs.map(() => value))
+    await sleep(20)
+  }
+}
