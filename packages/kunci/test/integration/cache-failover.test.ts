@@ -9,14 +9,14 @@ import { keySlot } from '../../src/cluster/slot.js'
 const PASSWORD = 'cache-failover-secret'
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-// The bounds this test asserts (measured on a shared 2-core machine, cluster-node-timeout 1 s):
-// failover takes ~2-4 s here; calls that hit the dead master wait for ioredis' redirection
-// retries and then fall back to the loader, so no call fails and none waits more than
-// MAX_LATENCY_MS. Stale values are served only within graceMs.
+// The bounds this test asserts. Measured on a shared 2-core machine (cluster-node-timeout 1 s,
+// 8 workers, 60 keys): the failover takes ~2.3-2.5 s; calls on the dead master's slots wait out
+// ioredis' retries (max 1.2-1.35 s over three runs, p99 12-24 ms), then fall back to the loader,
+// so no call failed. MAX_LATENCY_MS leaves 3x headroom for a busy machine.
 const TTL_MS = 400
 const GRACE_MS = 1500
 const MAX_ERRORS = 0
-const MAX_LATENCY_MS = 6000
+const MAX_LATENCY_MS = 4000
 const AGE_SLACK_MS = 100
 
 let cluster: RedisCluster
