@@ -1,7 +1,6 @@
-import { Cluster } from 'ioredis'
 import { keySlot } from '../cluster/slot.js'
 import { UnexpectedReplyError } from '../errors.js'
-import { type LuaScript, type RedisClient, runScript } from '../redis/lua-script.js'
+import { isClusterClient, type LuaScript, type RedisClient, runScript } from '../redis/lua-script.js'
 import { publishEvent, QUARANTINE_CHANNEL, WARNING_CHANNEL } from './events.js'
 import type { KunciWarning, PersistenceProfile } from './lock-options.js'
 
@@ -57,7 +56,7 @@ export class NodeLink {
   constructor(index: number, client: RedisClient, opts: NodeLinkOptions) {
     this.index = index
     this.client = client
-    this.isCluster = client instanceof Cluster
+    this.isCluster = isClusterClient(client)
     this.#opts = opts
     client.on('close', this.#onClose)
     client.on('ready', this.#onReady)

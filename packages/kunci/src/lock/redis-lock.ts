@@ -1,8 +1,8 @@
-import { Cluster } from 'ioredis'
+import type { Cluster, Redis } from 'ioredis'
 import { keySlot } from '../cluster/slot.js'
 import { InvalidOptionError } from '../errors.js'
 import { lockKeysShareSlot } from '../redis/keys.js'
-import type { RedisClient } from '../redis/lua-script.js'
+import { isClusterClient, type RedisClient } from '../redis/lua-script.js'
 import type { Lock } from './lock.js'
 import type { LockManagerOptions } from './lock-options.js'
 import type { LockTarget } from './node-ops.js'
@@ -48,7 +48,7 @@ export class RedisLock extends Redlock {
 
   protected override target(resources: string | readonly string[]): LockTarget {
     const t = super.target(resources)
-    if (this.#client instanceof Cluster) {
+    if (isClusterClient(this.#client)) {
       for (const r of t.resources) {
         if (!lockKeysShareSlot(r)) {
           throw new InvalidOptionError(
@@ -72,10 +72,9 @@ export class RedisLock extends Redlock {
     if (!this.#wait) return undefined
     const { replicas, timeoutMs } = this.#wait
     const client = this.#client
-    const node =
-      client instanceof Cluster
-        ? nodeForSlot(client, keySlot(lock.target.lockKeys[0]!))
-        : (client as import('ioredis').Redis)
+    const node = isClusterClient(client)
+      ? nodeForSlot(client, keySlot(lock.target.lockKeys[0]!))
+      : (client as Redis)
     if (!node) return undefined
     // WAIT only counts writes made on the same connection, which is the one the script used.
     return node.wait(replicas, timeoutMs).then(
@@ -85,7 +84,7 @@ export class RedisLock extends Redlock {
   }
 }
 
-function nodeForSlot(cluster: Cluster, slot: number): import('ioredis').Redis | undefined {
+function nodeForSlot(cluster: Cluster, slot: number): Redis | undefined {
   const owners = (cluster as unknown as { slots: string[][] }).slots[slot]
   const key = owners?.[0]
   if (!key) return undefined

@@ -1,4 +1,3 @@
-import { Redis } from 'ioredis'
 import {
   AcquireAbortedError,
   ClosedError,
@@ -8,7 +7,7 @@ import {
   LockUnavailableError,
 } from '../errors.js'
 import { lockKeys } from '../redis/keys.js'
-import type { RedisClient } from '../redis/lua-script.js'
+import { isClusterClient, type RedisClient } from '../redis/lua-script.js'
 import {
   ACQUIRED_CHANNEL,
   CONTENTION_CHANNEL,
@@ -443,7 +442,7 @@ function checkClients(clients: unknown): asserts clients is readonly RedisClient
         'clients',
         `clients[${i}] is the same client as clients[${clients.indexOf(c)}]`,
       )
-    if (c instanceof Redis) {
+    if (!isClusterClient(c)) {
       const o = c.options
       const where = o.path ? o.path : `${o.host ?? 'localhost'}:${o.port ?? 6379}/${o.db ?? 0}`
       const j = seen.get(where)

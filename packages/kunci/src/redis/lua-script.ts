@@ -6,6 +6,14 @@ import { isNoScriptError } from './reply-error.js'
 /** A standalone client or a Cluster client: kunci accepts both wherever one node is meant. */
 export type RedisClient = Redis | Cluster
 
+/**
+ * Cluster or standalone, by the `isCluster` flag ioredis sets on both classes rather than by
+ * `instanceof`: a user's ioredis may be another copy or major version than the one we import.
+ */
+export function isClusterClient(client: RedisClient): client is Cluster {
+  return (client as { isCluster?: boolean }).isCluster === true
+}
+
 /** A Lua script kept in a `.lua` file beside its module, hashed once at load time. */
 export interface LuaScript {
   readonly name: string
