@@ -45,6 +45,8 @@ export {
   UnexpectedReplyError,
 } from './errors.js'
 export { LOCK_CHANNELS } from './lock/events.js'
+export type { FencedUpdateOptions, SqlStatement } from './lock/fenced-sql.js'
+export { fencedUpdate } from './lock/fenced-sql.js'
 export type { FencedWriteResult } from './lock/fenced-write.js'
 export { fencedWrite, readFenced } from './lock/fenced-write.js'
 // locks

@@ -1,0 +1,75 @@
+/**
+ * ioredis is a peer dependency: users bring 5.x or 6.x (6 speaks RESP3 by default). The same
+ * lock flows run here with ioredis 6 clients, standalone and cluster.
+ */
+import { type NodeSet, type RedisCluster, startCluster, startNodes } from '@kunci/topology'
+import { Cluster as Cluster6, Redis as Redis6 } from 'ioredis6'
+import { type RedisClient, RedisLock, Redlock } from 'kunci'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { sleep } from '../support/nodes.js'
+
+let nodes: NodeSet
+let cluster: RedisCluster
+const closers: (() => Promise<unknown> | void)[] = []
+beforeAll(async () => {
+  ;[nodes, cluster] = await Promise.all([
+    startNodes({ count: 3, proxy: false }),
+    startCluster({ replicasPerMaster: 0 }),
+  ])
+})
+afterAll(async () => {
+  for (const c of closers.reverse()) await c()
+  await nodes?.stop()
+  await cluster?.stop()
+})
+
+const v6 = (c: unknown) => c as RedisClient
+
+function redlock6(): Redlock {
+  const clients = nodes.nodes.map((n) => new Redis6({ port: n.port }))
+  const rl = new Redlock({ clients: clients.map(v6), quarantine: false, onWarning: () => {} })
+  closers.push(() => {
+    for (const c of clients) c.disconnect()
+  })
+  closers.push(() => rl.close())
+  return rl
+}
+
+describe('with ioredis 6 clients', () => {
+  it('Redlock: acquire, wait woken by pub/sub, local hand-over, extend, using, release', async () => {
+    const a = redlock6()
+    const b = redlock6()
+    const first = await a.acquire('r', { ttlMs: 2000 })
+    const remote = b.acquire('r', { retryDelayMs: 3000, retryJitterMs: 0 })
+    const local = a.acquire('r', { ttlMs: 2000 })
+    await sleep(100)
+    await first.release() // hands over to `local`
+    const second = await local
+    expect(second.fence).toBeGreaterThan(first.fence)
+    await second.extend()
+    const t0 = performance.now()
+    await second.release() // wakes `remote` through the release notification
+    const third = await remote
+    expect(performance.now() - t0).toBeLessThan(1000)
+    expect(third.fence).toBeGreaterThan(second.fence)
+    await third.release()
+    expect(await a.using('u', { ttlMs: 200 }, async (signal) => (await sleep(450), signal.aborted))).toBe(
+      false,
+    )
+  })
+
+  it('RedisLock on a Cluster client', async () => {
+    const c = new Cluster6(cluster.startupNodes)
+    closers.push(() => c.disconnect())
+    const l = new RedisLock({ client: v6(c), quarantine: false, onWarning: () => {} })
+    closers.push(() => l.close())
+    const lock = await l.acquire(['{o:1}:a', '{o:1}:b'], { ttlMs: 1000 })
+    await expect(l.acquire('{o:1}:a', { retryCount: 0 })).rejects.toMatchObject({
+      code: 'E_LOCK_NOT_ACQUIRED',
+    })
+    await lock.release()
+    const again = await l.acquire('{o:1}:a', { ttlMs: 1000 })
+    expect(again.fence).toBeGreaterThan(lock.fence)
+    await again.release()
+  })
+})
