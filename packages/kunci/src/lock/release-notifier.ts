@@ -3,6 +3,12 @@ import type { RedisClient } from '../redis/lua-script.js'
 type Wake = () => void
 
 /**
+ * How long a channel stays subscribed after its last waiter left. A waiter that retries (or
+ * the next waiter for a hot resource) then costs no SUBSCRIBE/UNSUBSCRIBE pair per attempt.
+ */
+const LINGER_MS = 2000
+
+/**
  * Wakes waiters when a holder releases. Release scripts PUBLISH on the lock key's name; we
  * SUBSCRIBE to it on every node (a separate connection per node, made with `duplicate()` only
  * when somebody first has to wait, and closed by `close()`). Notifications only shorten a wait:
@@ -13,6 +19,7 @@ export class ReleaseNotifier {
   #clients: readonly RedisClient[]
   #subscribers: (RedisClient | undefined)[]
   #waiters = new Map<string, Set<Wake>>()
+  #lingering = new Map<string, NodeJS.Timeout>()
 
   constructor(clients: readonly RedisClient[]) {
     this.#clients = clients
@@ -39,6 +46,8 @@ export class ReleaseNotifier {
     this.#subscribers = this.#clients.map(() => undefined)
     for (const set of this.#waiters.values()) for (const wake of [...set]) wake()
     this.#waiters.clear()
+    for (const t of this.#lingering.values()) clearTimeout(t)
+    this.#lingering.clear()
     await Promise.all(
       subs.map(async (s) => {
         try {
@@ -54,7 +63,11 @@ export class ReleaseNotifier {
     let set = this.#waiters.get(channel)
     if (!set) {
       this.#waiters.set(channel, (set = new Set()))
-      this.#each((s) => s.subscribe(channel))
+      const lingering = this.#lingering.get(channel)
+      if (lingering) {
+        clearTimeout(lingering)
+        this.#lingering.delete(channel)
+      } else this.#each((s) => s.subscribe(channel))
     }
     set.add(wake)
   }
@@ -63,7 +76,12 @@ export class ReleaseNotifier {
     const set = this.#waiters.get(channel)
     if (!set?.delete(wake) || set.size > 0) return
     this.#waiters.delete(channel)
-    this.#each((s) => s.unsubscribe(channel))
+    const t = setTimeout(() => {
+      this.#lingering.delete(channel)
+      this.#each((s) => s.unsubscribe(channel))
+    }, LINGER_MS)
+    t.unref() // an idle subscription must not keep the process alive
+    this.#lingering.set(channel, t)
   }
 
   #each(fn: (sub: RedisClient) => Promise<unknown>): void {
