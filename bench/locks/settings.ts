@@ -31,9 +31,10 @@ export interface BenchSettings extends PhaseDurations {
 
 /**
  * Retry behaviour, applied to every library as closely as its API allows (bench/RESULTS.md has
- * the mapping). The budget, count × delayMs = 4 s, is about 3× the longest wait any library
- * needs in (b); it also bounds how long the last waiters of a contended phase can take to drain,
- * which is what keeps a library that livelocks from stretching the run by tens of seconds.
+ * the mapping). The budget, count × delayMs ≥ 4 s plus the attempts' own time, is above the
+ * longest wait any library needed in (b) (2.7 s in the recorded run); it also bounds how long the
+ * last waiters of a contended phase can take to drain, which is what keeps a library that
+ * livelocks from stretching the run by tens of seconds.
  */
 export interface RetrySettings {
   delayMs: number
