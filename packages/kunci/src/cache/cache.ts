@@ -12,7 +12,12 @@ import { Bus, type BusMessageType, busMessage, newInstanceId } from './bus.js'
 import type { CacheEventName, CacheListener } from './cache-events.js'
 import { CacheEmitter } from './cache-events.js'
 import { busChannel, entryKeys, entryPattern } from './cache-keys.js'
-import type { CacheOptions, EntryOptions, ResolvedCacheOptions } from './cache-options.js'
+import type {
+  CacheOptions,
+  EntryOptions,
+  ResolvedCacheOptions,
+  ResolvedEntryOptions,
+} from './cache-options.js'
 import { resolveCacheOptions, resolveEntryOptions } from './cache-options.js'
 import { EntryCodec, type Found } from './entry-codec.js'
 import { L1 } from './l1.js'
@@ -105,23 +110,28 @@ export class Cache {
    * promise in this process and one loader call across all processes; the first caller's
    * options and loader are used.
    */
-  async getOrSet<T>(options: GetOrSetOptions<T>): Promise<T> {
-    this.#assertOpen()
-    const key = checkKey(options?.key)
-    const { loader } = options
-    if (typeof loader !== 'function') {
-      throw new InvalidOptionError(
-        'loader',
-        'must be a function returning the value (or undefined for "not found").',
-      )
+  getOrSet<T>(options: GetOrSetOptions<T>): Promise<T> {
+    let key: string
+    let opts: ResolvedEntryOptions
+    try {
+      this.#assertOpen()
+      key = checkKey(options?.key)
+      if (typeof options.loader !== 'function') {
+        throw new InvalidOptionError(
+          'loader',
+          'must be a function returning the value (or undefined for "not found").',
+        )
+      }
+      opts = resolveEntryOptions(options, this.#o.entry)
+    } catch (err) {
+      return Promise.reject(err)
     }
-    const opts = resolveEntryOptions(options, this.#o.entry)
     const hit = this.#fromL1<T>(key)
     if (hit !== undefined) {
-      this.#reads.refreshEarly(key, loader, opts, hit)
-      return hit.value as T
+      this.#reads.refreshEarly(key, options.loader, opts, hit)
+      return Promise.resolve(hit.value as T)
     }
-    return this.#reads.getOrSet(key, loader, opts)
+    return this.#reads.getOrSet(key, options.loader, opts)
   }
 
   /** The fresh cached value (a cached `null` included), or `undefined` when absent, expired or "not found". */

@@ -130,11 +130,16 @@ describe('Cache on a 3+3 Redis Cluster', () => {
       while (!(a.busConnected && b.busConnected) && Date.now() < deadline) await sleep(20)
       expect(a.busConnected && b.busConnected).toBe(true)
       await a.set({ key: 'k', value: 1 })
-      const tiers: string[] = []
-      b.on('hit', (e) => tiers.push(e.tier))
-      expect(await b.get('k')).toBe(1)
-      expect(await b.get('k')).toBe(1)
-      expect(tiers).toEqual(['l2', 'l1'])
+      let tier: string | undefined
+      b.on('hit', (e) => {
+        tier = e.tier
+      })
+      // b's first read may race the bus message of a's set and (rightly) not fill L1.
+      for (let i = 0; i < 50 && tier !== 'l1'; i++) {
+        expect(await b.get('k')).toBe(1)
+        await sleep(10)
+      }
+      expect(tier).toBe('l1')
       await a.set({ key: 'k', value: 2 })
       let seen: unknown
       for (let i = 0; i < 100 && seen !== 2; i++) {
