@@ -1,0 +1,189 @@
+/**
+ * Cache benchmark: kunci against bentocache (Redis L2 alone, and memory L1 + Redis L2) and
+ * cache-manager v7 (Keyv + @keyv/redis), on a standalone Redis and on a 3+3 cluster started
+ * here. Not a test: it measures and writes bench/cache/RESULTS.md.
+ *
+ *   npx tsx bench/cache/run.ts [--reps 5] [--seconds 1.5] [--concurrency 64] [--storm-reps 3]
+ *
+ * Hit phase: every contender is warmed with the same 1,000 keys, then repetitions run the
+ * contenders interleaved (rotating order each round), each for `seconds` with `concurrency`
+ * async workers reading random keys. Storm phase: 4 OS processes × 250 concurrent getOrSet on
+ * one cold key per library, loader calls counted in Redis.
+ */
+import { execFileSync, spawn } from 'node:child_process'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { cpus, totalmem } from 'node:os'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+import { startCluster, startNodes } from '@kunci/topology'
+import { lineReader } from '../../packages/kunci/test/fixtures/cache-spawn.js'
+import {
+  CONTENDERS,
+  type Contender,
+  type ContenderName,
+  createContender,
+  ioredisClient,
+  type Target,
+} from './contenders.js'
+import { formatResults, type HitSample, type StormSample } from './report.js'
+
+const { values: args } = parseArgs({
+  options: {
+    reps: { type: 'string', default: '5' },
+    seconds: { type: 'string', default: '1.5' },
+    concurrency: { type: 'string', default: '64' },
+    'storm-reps': { type: 'string', default: '3' },
+  },
+})
+const REPS = Number(args.reps)
+const SECONDS = Number(args.seconds)
+const CONCURRENCY = Number(args.concurrency)
+const STORM_REPS = Number(args['storm-reps'])
+const KEYS = Array.from({ length: 1000 }, (_, i) => `item:${i}`)
+const STORM_PROCESSES = 4
+const STORM_CONCURRENCY = 250
+const STORM_LOADER_MS = 100
+const PASSWORD = 'bench-secret'
+
+let loaderCalls = 0
+const productFor = (key: string) => ({
+  id: key,
+  name: `Product ${key}`,
+  price: 19.99,
+  tags: ['red', 'large', 'sale'],
+  updatedAt: '2026-01-01T00:00:00.000Z',
+})
+
+async function sample(c: Contender, seconds: number): Promise<{ ops: number; p99Us: number; loads: number }> {
+  const lat: number[] = []
+  const loadsBefore = loaderCalls
+  const loader = async () => {
+    loaderCalls++
+    return productFor('x')
+  }
+  const start = performance.now()
+  const end = start + seconds * 1000
+  const worker = async () => {
+    for (let now = performance.now(); now < end; ) {
+      const key = KEYS[(Math.random() * KEYS.length) | 0]!
+      await c.getOrSet(key, loader)
+      const after = performance.now()
+      lat.push(after - now)
+      now = after
+    }
+  }
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker))
+  const elapsed = performance.now() - start
+  lat.sort((a, b) => a - b)
+  return {
+    ops: (lat.length / elapsed) * 1000,
+    p99Us: (lat[Math.floor(lat.length * 0.99)] ?? 0) * 1000,
+    loads: loaderCalls - loadsBefore,
+  }
+}
+
+async function hitPhase(target: Target, run: string): Promise<HitSample[]> {
+  const out: HitSample[] = []
+  const live = new Map<ContenderName, Contender>()
+  for (const name of CONTENDERS) {
+    const c = await createContender(name, target, `bench:${run}:${target.kind}:${name}`)
+    for (const key of KEYS) await c.getOrSet(key, async () => productFor(key))
+    await sample(c, 0.3) // JIT and connection warm-up, not recorded
+    live.set(name, c)
+  }
+  for (let rep = 0; rep < REPS; rep++) {
+    const order = CONTENDERS.map((_, i) => CONTENDERS[(i + rep) % CONTENDERS.length]!)
+    for (const name of order) {
+      const r = await sample(live.get(name)!, SECONDS)
+      out.push({ target: target.kind, contender: name, rep, ...r })
+      console.info(
+        `${target.kind} ${name} rep ${rep}: ${Math.round(r.ops)} ops/s, p99 ${Math.round(r.p99Us)} µs`,
+      )
+    }
+  }
+  for (const c of live.values()) await c.close()
+  return out
+}
+
+const STORM_CHILD = fileURLToPath(new URL('./storm-child.ts', import.meta.url))
+const STORM_NAMES: readonly ContenderName[] = ['kunci', 'bentocache+L1', 'cache-manager']
+
+async function stormPhase(target: Target, run: string): Promise<StormSample[]> {
+  const out: StormSample[] = []
+  const counter = ioredisClient(target)
+  for (let rep = 0; rep < STORM_REPS; rep++) {
+    const order = STORM_NAMES.map((_, i) => STORM_NAMES[(i + rep) % STORM_NAMES.length]!)
+    for (const name of order) {
+      const counterKey = `bench:${run}:storm-count:${target.kind}:${name}:${rep}`
+      const cfg = {
+        name,
+        target,
+        prefix: `bench:${run}:storm:${target.kind}:${name}:${rep}`,
+        key: 'cold',
+        counterKey,
+        concurrency: STORM_CONCURRENCY,
+        loaderMs: STORM_LOADER_MS,
+      }
+      const children = Array.from({ length: STORM_PROCESSES }, () =>
+        spawn(process.execPath, ['--import', 'tsx', STORM_CHILD, JSON.stringify(cfg)], {
+          stdio: ['pipe', 'pipe', 'inherit'],
+        }),
+      )
+      const readers = children.map(lineReader)
+      await Promise.all(readers.map((next) => next()))
+      for (const child of children) child.stdin!.write('go\n')
+      const reports = await Promise.all(
+        readers.map(async (next) => JSON.parse(await next()) as { errors: number }),
+      )
+      const calls = Number((await counter.get(counterKey)) ?? 0)
+      const errors = reports.reduce((s, r) => s + r.errors, 0)
+      out.push({ target: target.kind, contender: name, rep, loaderCalls: calls, errors })
+      console.info(`${target.kind} storm ${name} rep ${rep}: ${calls} loader calls, ${errors} errors`)
+    }
+  }
+  counter.disconnect()
+  return out
+}
+
+function version(pkg: string): string {
+  const url = new URL(`../../node_modules/${pkg}/package.json`, import.meta.url)
+  return (JSON.parse(readFileSync(url, 'utf8')) as { version: string }).version
+}
+
+const run = Date.now().toString(36)
+const nodeSet = await startNodes({ count: 1, proxy: false, password: PASSWORD })
+const cluster = await startCluster({ password: PASSWORD })
+try {
+  const standalone: Target = {
+    kind: 'standalone',
+    nodes: [{ host: nodeSet.nodes[0]!.host, port: nodeSet.nodes[0]!.port }],
+    password: PASSWORD,
+  }
+  const clustered: Target = { kind: 'cluster', nodes: cluster.startupNodes, password: PASSWORD }
+  const hits = [...(await hitPhase(standalone, run)), ...(await hitPhase(clustered, run))]
+  const storms = [...(await stormPhase(standalone, run)), ...(await stormPhase(clustered, run))]
+  const env = {
+    date: new Date().toISOString(),
+    commit: execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim(),
+    node: process.version,
+    redis: execFileSync('redis-server', ['--version'], { encoding: 'utf8' }).match(/v=(\S+)/)?.[1] ?? '?',
+    cpu: `${cpus().length} × ${cpus()[0]?.model ?? '?'}`,
+    memoryGb: Math.round(totalmem() / 2 ** 30),
+    versions: Object.fromEntries(
+      ['ioredis', 'bentocache', 'cache-manager', 'keyv', '@keyv/redis'].map((p) => [p, version(p)]),
+    ),
+    params: {
+      reps: REPS,
+      seconds: SECONDS,
+      concurrency: CONCURRENCY,
+      keys: KEYS.length,
+      stormReps: STORM_REPS,
+    },
+  }
+  const md = formatResults(env, hits, storms)
+  writeFileSync(new URL('./RESULTS.md', import.meta.url), md)
+  console.info(md)
+} finally {
+  await cluster.stop()
+  await nodeSet.stop()
+}
