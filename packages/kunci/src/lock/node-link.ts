@@ -270,14 +270,17 @@ export class NodeLink {
         for (const a of p.args) args.push(a)
       }
     }
+    const width = script.replyWidth
     runScript(this.client, script, keys, args).then(
       (reply) => {
-        if (!Array.isArray(reply) || reply.length !== batch.length) {
+        if (!Array.isArray(reply) || reply.length !== batch.length * width) {
           const err = new UnexpectedReplyError(script.name, reply)
           for (const p of batch) p.reject(err)
           return
         }
-        for (let i = 0; i < batch.length; i++) batch[i]!.resolve(reply[i])
+        if (width === 1) for (let i = 0; i < batch.length; i++) batch[i]!.resolve(reply[i])
+        else
+          for (let i = 0; i < batch.length; i++) batch[i]!.resolve(reply.slice(i * width, i * width + width))
       },
       (err: Error) => {
         for (const p of batch) p.reject(err)

@@ -6,7 +6,7 @@ import { type NodeLink, notVoting } from './node-link.js'
 import { gather, type Outcome } from './quorum.js'
 import { randomToken } from './tokens.js'
 
-const ACQUIRE = loadScript(new URL('./scripts/acquire.lua', import.meta.url))
+const ACQUIRE = loadScript(new URL('./scripts/acquire.lua', import.meta.url), { replyWidth: 3 })
 const RELEASE = loadScript(new URL('./scripts/release.lua', import.meta.url))
 const EXTEND = loadScript(new URL('./scripts/extend.lua', import.meta.url))
 
@@ -21,7 +21,7 @@ export interface Nodes {
 /** The keys of one lock, precomputed once per acquisition. */
 export interface LockTarget {
   readonly resources: readonly string[]
-  /** lock, fence, wait key for each resource, in that order: what acquire.lua takes. */
+  /** lock and fence key for each resource, in that order: what acquire.lua takes. */
   readonly acquireKeys: readonly string[]
   /** The lock keys alone: what release.lua and extend.lua take, and the release channels. */
   readonly lockKeys: readonly string[]
@@ -46,7 +46,8 @@ export type AttemptResult =
       readonly prevMissingOn: number
     }
 
-type AcquireReply = [number, number, number, number]
+/** status, pttl or fence, resources on which prev was held: see acquire.lua. */
+type AcquireReply = [number, number, number]
 
 /**
  * One acquisition attempt on all nodes at once: the same random token and the same fencing
@@ -114,12 +115,11 @@ export async function attemptAcquire(
           : { node: i, status }
     if (o?.ok) {
       const r = checkReply(o.value)
-      if (r[3] < target.resources.length) prevMissingOn++
+      if (prev !== '' && r[2] < target.resources.length) prevMissingOn++
       if (r[0] === 1) grants++
       else if (r[0] === 0) {
         held++
         if (r[1] > pttl) pttl = r[1]
-        nodes.clock.observe(r[2])
       } else if (r[0] === 2) {
         fenced++
         nodes.clock.observe(r[1])
@@ -271,7 +271,7 @@ function voteOf(link: NodeLink, o: Outcome<unknown>): NodeVoteStatus {
 }
 
 function checkReply(v: unknown): AcquireReply {
-  if (!Array.isArray(v) || v.length !== 4 || typeof v[0] !== 'number')
+  if (!Array.isArray(v) || v.length !== 3 || typeof v[0] !== 'number')
     throw new UnexpectedReplyError('acquire', v)
   return v as AcquireReply
 }

@@ -213,7 +213,7 @@ export class Redlock implements LockOwner {
       if (seen.has(r)) throw new InvalidOptionError('resources', `"${r}" is listed twice`)
       seen.add(r)
       const k = lockKeys(this.options.prefix, r)
-      acquireKeys.push(k.lock, k.fence, k.wait)
+      acquireKeys.push(k.lock, k.fence)
       lockKeyList.push(k.lock)
     }
     return { resources: Object.freeze([...list]), acquireKeys, lockKeys: lockKeyList }

@@ -5,6 +5,8 @@ import { randomFillSync } from 'node:crypto'
  * a time: one getrandom() call instead of one per acquisition, which shows at high rates.
  */
 const TOKEN_BYTES = 16
+/** Hex length of a token; the Lua scripts rely on it (TOKEN_LENGTH) to find a waiter's mark. */
+export const TOKEN_LENGTH = TOKEN_BYTES * 2
 const pool = Buffer.allocUnsafe(TOKEN_BYTES * 256)
 let offset = pool.length
 

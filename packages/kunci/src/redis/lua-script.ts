@@ -19,19 +19,22 @@ export interface LuaScript {
   readonly name: string
   readonly source: string
   readonly sha: string
+  /** For batched scripts: how many reply elements each request gets (a flat array). @defaultValue 1 */
+  readonly replyWidth: number
 }
 
 /**
  * Loads `fileUrl` (use `new URL('./scripts/x.lua', import.meta.url)`). The build copies the
  * `.lua` files next to the compiled JS, so the same URL works from `src/` and `dist/`.
  */
-export function loadScript(fileUrl: URL): LuaScript {
+export function loadScript(fileUrl: URL, options: { replyWidth?: number } = {}): LuaScript {
   const source = readFileSync(fileUrl, 'utf8')
   const name = fileUrl.pathname
     .split('/')
     .pop()!
     .replace(/\.lua$/, '')
-  return Object.freeze({ name, source, sha: createHash('sha1').update(source).digest('hex') })
+  const sha = createHash('sha1').update(source).digest('hex')
+  return Object.freeze({ name, source, sha, replyWidth: options.replyWidth ?? 1 })
 }
 
 /**

@@ -1,89 +1,116 @@
 --[[
   acquire.lua: grant (or hand over) locks on ONE node, for a batch of independent requests.
 
-  Batched so that concurrent acquisitions issued in the same tick cost one round trip and one
-  script call per node instead of one each.
+  Batched so that acquisitions issued in the same tick cost one round trip and one script call
+  per node. Written for few Redis calls and no per-call allocations on the common path: an
+  uncontended single-resource grant is SET NX + SET GET.
 
-  KEYS: for each request, for each of its n resources, three keys in the resource's hash slot:
-          lock key  (string: holder token, PX ttl)
-          fence key (string: highest fencing token granted here; persistent)
-          wait key  (string "1", PX ttl: some client outside the holder's process is waiting)
+  KEYS: for each request, for each of its n resources, two keys in the resource's hash slot:
+          lock key  (string: holder token, PX ttl; "!" appended while someone else waits)
+          fence key (string: highest fencing token granted here for the resource; persistent)
   ARGV[1]: number of requests
   then per request, 6 values:
-          token     random holder token (never empty)
+          token     random holder token, 32 characters
           ttl       lock TTL in ms
           fence     proposed fencing token (integer)
           n         number of resources
           prev      token of the current holder to hand over from, or "" for a plain acquire
-          yield     "1": if prev is set and someone outside waits, release prev instead of
-                    handing over (fairness across processes)
+          yield     "1": if prev is set and someone outside the holder's process waits (the lock
+                    is marked), release prev instead of handing over (fairness across processes)
 
-  Returns, per request, a table {status, a, b, prevOwned}:
-          {1, fence, 0, p}   granted with the proposed fence (fence keys now hold it)
-          {0, pttl, f, p}    held by another token; pttl = longest remaining TTL, f = highest fence
-          {2, f, 0, p}       fenced: the proposal was not above f, the highest fence stored here
-          {3, 0, 0, p}       yielded: prev released, the caller should wait like everyone else
+  Returns a flat array, three integers per request (flat: nested tables cost more to return):
+          1, fence, p   granted with the proposed fence (the fence keys now hold it)
+          0, pttl, p    held by another token; pttl = its remaining TTL in ms
+          2, f, p       fenced: the proposal was not above f, the highest fence stored here
+          3, 0, p       yielded: prev released, the caller should wait like everyone else
         p = number of resources on which prev held the lock (for the old holder's release report)
 
-  All-or-nothing per request: nothing is written unless every resource can be granted.
-  A hand-over or yield that releases prev publishes on the lock key's channel so waiters in
-  other processes wake up.
+  All-or-nothing per request: whatever was written is undone unless every resource is granted.
+  A waiter that finds the lock held marks it (SETRANGE keeps the TTL); a release or hand-over
+  of a marked lock publishes on the lock key's channel to wake waiters in other processes.
 ]]
+local TOKEN_LENGTH = 32
+local MARK = '!'
 local out = {}
-local k = 1
-local a = 2
-for i = 1, tonumber(ARGV[1]) do
-  local token, ttl, fence, n, prev, yield =
-    ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5]
+local k, a, o = 1, 2, 0
+for _ = 1, tonumber(ARGV[1]) do
+  local token, ttl, fenceArg, n, prev, yield =
+    ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5]
+  local fence = tonumber(fenceArg)
   a = a + 6
+  local status, x, p = 1, fence, 0
 
-  local held, pttl, maxFence, prevOwned, waiting = false, 0, 0, 0, false
-  for r = 0, n - 1 do
-    local lk = KEYS[k + 3 * r]
-    local cur = redis.call('GET', lk)
-    if cur then
-      if prev ~= '' and cur == prev then
-        prevOwned = prevOwned + 1
-      else
+  if prev == '' and n == 1 then
+    -- The common case, straight-line.
+    local lk, fk = KEYS[k], KEYS[k + 1]
+    if redis.call('SET', lk, token, 'NX', 'PX', ttl) then
+      local old = redis.call('SET', fk, fenceArg, 'GET')
+      if old and tonumber(old) >= fence then
+        redis.call('SET', fk, old)
+        redis.call('DEL', lk)
+        status, x = 2, tonumber(old)
+      end
+    else
+      status, x = 0, redis.call('PTTL', lk)
+      redis.call('SETRANGE', lk, TOKEN_LENGTH, MARK)
+    end
+  else
+    -- Several resources, or a hand-over: read every lock first.
+    local cur, held, waiting = {}, false, false
+    x = -1
+    for r = 0, n - 1 do
+      local lk = KEYS[k + 2 * r]
+      local v = redis.call('GET', lk)
+      cur[r] = v
+      if v and prev ~= '' and string.sub(v, 1, TOKEN_LENGTH) == prev then
+        p = p + 1
+        if #v > TOKEN_LENGTH then waiting = true end
+      elseif v then
         held = true
         local t = redis.call('PTTL', lk)
-        if t > pttl then pttl = t end
+        if t > x then x = t end
+        if #v == TOKEN_LENGTH then redis.call('SETRANGE', lk, TOKEN_LENGTH, MARK) end
       end
     end
-    local f = tonumber(redis.call('GET', KEYS[k + 3 * r + 1]) or '0')
-    if f > maxFence then maxFence = f end
-    if yield == '1' and redis.call('EXISTS', KEYS[k + 3 * r + 2]) == 1 then waiting = true end
-  end
-
-  local function releasePrev()
-    for r = 0, n - 1 do
-      local lk = KEYS[k + 3 * r]
-      if prev ~= '' and redis.call('GET', lk) == prev then
-        redis.call('DEL', lk)
-        redis.call('PUBLISH', lk, '')
+    if held or (waiting and yield == '1') then
+      -- Not ours to take: give prev up where it is ours, waking the other processes' waiters.
+      for r = 0, n - 1 do
+        local v = cur[r]
+        if v and prev ~= '' and string.sub(v, 1, TOKEN_LENGTH) == prev then
+          redis.call('DEL', KEYS[k + 2 * r])
+          if #v > TOKEN_LENGTH then redis.call('PUBLISH', KEYS[k + 2 * r], '') end
+        end
+      end
+      if held then status = 0 else status, x = 3, 0 end
+    else
+      for r = 0, n - 1 do
+        -- A hand-over keeps the waiters' mark, so the new holder's release still wakes them.
+        local v = cur[r]
+        local marked = v and #v > TOKEN_LENGTH
+        redis.call('SET', KEYS[k + 2 * r], marked and (token .. MARK) or token, 'PX', ttl)
+      end
+      local old, highest = {}, 0
+      for r = 0, n - 1 do
+        local v = redis.call('SET', KEYS[k + 2 * r + 1], fenceArg, 'GET')
+        old[r] = v
+        local f = tonumber(v or '0')
+        if f > highest then highest = f end
+      end
+      x = fence
+      if highest >= fence then
+        -- A stale proposal: undo every write of this request.
+        for r = 0, n - 1 do
+          local fk = KEYS[k + 2 * r + 1]
+          if old[r] then redis.call('SET', fk, old[r]) else redis.call('DEL', fk) end
+          redis.call('DEL', KEYS[k + 2 * r])
+          if waiting then redis.call('PUBLISH', KEYS[k + 2 * r], '') end
+        end
+        status, x = 2, highest
       end
     end
   end
-
-  if prevOwned > 0 and waiting then
-    releasePrev()
-    -- Mark ourselves as waiting too, so the other process yields back after its own run.
-    for r = 0, n - 1 do redis.call('SET', KEYS[k + 3 * r + 2], '1', 'PX', ttl) end
-    out[i] = {3, 0, 0, prevOwned}
-  elseif held then
-    releasePrev()
-    for r = 0, n - 1 do redis.call('SET', KEYS[k + 3 * r + 2], '1', 'PX', ttl) end
-    out[i] = {0, pttl, maxFence, prevOwned}
-  elseif fence <= maxFence then
-    releasePrev()
-    out[i] = {2, maxFence, 0, prevOwned}
-  else
-    for r = 0, n - 1 do
-      redis.call('SET', KEYS[k + 3 * r], token, 'PX', ttl)
-      redis.call('SET', KEYS[k + 3 * r + 1], ARGV[a - 4])
-    end
-    out[i] = {1, fence, 0, prevOwned}
-  end
-  k = k + 3 * n
+  out[o + 1], out[o + 2], out[o + 3] = status, x, p
+  o = o + 3
+  k = k + 2 * n
 end
 return out

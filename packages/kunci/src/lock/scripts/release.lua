@@ -2,11 +2,13 @@
   release.lua: compare-and-delete locks on ONE node, for a batch of requests.
 
   KEYS: for each request, its n lock keys
-  ARGV[1]: number of requests; then per request: token, n
+  ARGV[1]: number of requests; then per request: token (32 characters), n
   Returns, per request, the number of lock keys that held the token and were deleted
   (0 means the lock had expired or belonged to someone else: nothing of theirs is touched).
-  Each deletion publishes on the lock key's channel to wake waiters in other processes.
+  A lock marked by a waiter (a "!" after the token) publishes on the lock key's channel, so
+  waiters in other processes wake at once; an unmarked release costs GET + DEL.
 ]]
+local TOKEN_LENGTH = 32
 local out = {}
 local k = 1
 local a = 2
@@ -16,9 +18,10 @@ for i = 1, tonumber(ARGV[1]) do
   local deleted = 0
   for r = 0, n - 1 do
     local lk = KEYS[k + r]
-    if redis.call('GET', lk) == token then
+    local v = redis.call('GET', lk)
+    if v and string.sub(v, 1, TOKEN_LENGTH) == token then
       redis.call('DEL', lk)
-      redis.call('PUBLISH', lk, '')
+      if #v > TOKEN_LENGTH then redis.call('PUBLISH', lk, '') end
       deleted = deleted + 1
     end
   end
