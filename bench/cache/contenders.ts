@@ -23,7 +23,14 @@ export interface Contender {
   close(): Promise<void>
 }
 
-export type ContenderName = 'kunci' | 'kunci+L1' | 'bentocache' | 'bentocache+L1' | 'cache-manager'
+export type ContenderName =
+  | 'kunci'
+  | 'kunci+L1'
+  | 'kunci+L1 by-ref'
+  | 'bentocache'
+  | 'bentocache+L1'
+  | 'bentocache+L1 by-ref'
+  | 'cache-manager'
 
 export const CONTENDERS: readonly ContenderName[] = [
   'kunci',
@@ -31,6 +38,8 @@ export const CONTENDERS: readonly ContenderName[] = [
   'cache-manager',
   'kunci+L1',
   'bentocache+L1',
+  'kunci+L1 by-ref',
+  'bentocache+L1 by-ref',
 ]
 
 const TTL_MS = 10 * 60_000
@@ -54,15 +63,18 @@ export async function createContender(
 ): Promise<Contender> {
   switch (name) {
     case 'kunci':
-    case 'kunci+L1': {
+    case 'kunci+L1':
+    case 'kunci+L1 by-ref': {
       const client = ioredisClient(target)
       const cache = new Cache({
         client,
         prefix,
         defaultTtlMs: TTL_MS,
-        l1MaxEntries: name === 'kunci+L1' ? L1_ENTRIES : 0,
+        l1MaxEntries: name === 'kunci' ? 0 : L1_ENTRIES,
+        // Both L1s serialise by default (callers never share an object); "by-ref" keeps objects.
+        l1Serialize: name !== 'kunci+L1 by-ref',
       })
-      if (name === 'kunci+L1') await until(() => cache.busConnected)
+      if (name !== 'kunci') await until(() => cache.busConnected)
       return {
         getOrSet: (key, loader) => cache.getOrSet({ key, loader }),
         close: async () => {
@@ -72,10 +84,13 @@ export async function createContender(
       }
     }
     case 'bentocache':
-    case 'bentocache+L1': {
+    case 'bentocache+L1':
+    case 'bentocache+L1 by-ref': {
       const client = ioredisClient(target)
       let store = bentostore()
-      if (name === 'bentocache+L1') store = store.useL1Layer(memoryDriver({ maxItems: L1_ENTRIES }))
+      if (name !== 'bentocache') {
+        store = store.useL1Layer(memoryDriver({ maxItems: L1_ENTRIES, serialize: name === 'bentocache+L1' }))
+      }
       store = store.useL2Layer(redisDriver({ connection: client, prefix }))
       const bento = new BentoCache({ default: 'cache', stores: { cache: store } })
       return {

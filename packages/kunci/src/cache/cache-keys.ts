@@ -17,6 +17,11 @@ export interface EntryKeys {
   readonly lease: string
 }
 
+/** The value key alone: all a hit needs. */
+export function valueKey(prefix: string, key: string): string {
+  return '{' + prefix + ':' + key + '}:v'
+}
+
 export function entryKeys(prefix: string, key: string): EntryKeys {
   const tag = '{' + prefix + ':' + key + '}'
   return { value: tag + ':v', lease: tag + ':l' }

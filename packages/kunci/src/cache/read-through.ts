@@ -12,7 +12,7 @@ import {
 import type { RedisClient } from '../redis/lua-script.js'
 import { busMessage } from './bus.js'
 import type { CacheEmitter } from './cache-events.js'
-import { type EntryKeys, entryKeys } from './cache-keys.js'
+import { type EntryKeys, entryKeys, valueKey } from './cache-keys.js'
 import type { ResolvedCacheOptions, ResolvedEntryOptions } from './cache-options.js'
 import type { EntryCodec, Found } from './entry-codec.js'
 import { fetchOrLease, keepLease, releaseLease, shouldRefreshEarly, writeEntry } from './stampede.js'
@@ -75,9 +75,9 @@ export class ReadThrough {
   // hot path allocates no extra promises (it is what the benchmark measures against the peers).
   #read<T>(key: string, loader: Loader<T>, opts: ResolvedEntryOptions): Promise<T> {
     const started = Date.now()
-    const keys = entryKeys(this.#c.options.prefix, key)
+    const prefix = this.#c.options.prefix
     const mark = this.#c.l1Mark()
-    return this.#c.client.get(keys.value).then(
+    return this.#c.client.get(valueKey(prefix, key)).then(
       (raw) => {
         const found = raw === null ? undefined : this.#c.codec.decode<T>(key, raw)
         if (found !== undefined && found.expiresAt > Date.now()) {
@@ -89,9 +89,11 @@ export class ReadThrough {
         }
         this.#c.events.emit('miss', { key })
         const stale = found !== undefined && Date.now() < found.staleUntil ? found : undefined
+        const keys = entryKeys(prefix, key)
         return this.#done(key, this.#contend(key, keys, loader, opts, started + opts.hardTimeoutMs, stale))
       },
-      (err: unknown) => this.#done(key, this.#degraded(key, keys, loader, opts, 'read', err, undefined)),
+      (err: unknown) =>
+        this.#done(key, this.#degraded(key, entryKeys(prefix, key), loader, opts, 'read', err, undefined)),
     )
   }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { busChannel, entryKeys, entryPattern } from '../../src/cache/cache-keys.js'
+import { busChannel, entryKeys, entryPattern, valueKey } from '../../src/cache/cache-keys.js'
 import { keySlot } from '../../src/cluster/slot.js'
 
 describe('cache keys', () => {
@@ -8,6 +8,7 @@ describe('cache keys', () => {
     (key) => {
       const k = entryKeys('app', key)
       expect(keySlot(k.value)).toBe(keySlot(k.lease))
+      expect(valueKey('app', key)).toBe(k.value)
       expect(k.value).not.toBe(k.lease)
     },
   )
