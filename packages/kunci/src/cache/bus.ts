@@ -71,11 +71,6 @@ export class Bus {
     return this.#up
   }
 
-  /** The subscriber connection, for tests that need to cut it (CLIENT KILL ID). */
-  get connection(): Redis | undefined {
-    return this.#conn
-  }
-
   start(): void {
     this.#connect()
   }

@@ -133,6 +133,7 @@ export function keepLease(
   onLost: (error: Error | undefined) => void,
 ): () => void {
   const started = Date.now()
+  let renewed = started
   let stopped = false
   let reported = false
   const timer = setInterval(
@@ -140,15 +141,17 @@ export function keepLease(
       if (Date.now() - started >= maxMs) return stop()
       extendLease(client, keys, token, leaseTtlMs).then(
         (ok) => {
-          if (!ok && !stopped) {
+          if (ok) renewed = Date.now()
+          else if (!stopped) {
             stop()
             reported = true
             onLost(undefined)
           }
         },
         (err: Error) => {
-          // One failed renewal is not yet a lost lease: it lives a full TTL, retry next tick.
-          if (!stopped && !reported && Date.now() - started >= leaseTtlMs) {
+          // A failed renewal is not yet a lost lease: it lives a full TTL after the last
+          // successful one, so keep trying and report only once that time has passed.
+          if (!stopped && !reported && Date.now() - renewed >= leaseTtlMs) {
             reported = true
             onLost(err)
           }

@@ -212,6 +212,41 @@ describe('Cache on a standalone Redis: stampede protection across OS processes',
     expect(took).toBeLessThan(2000)
   })
 
+  it('renews the lease while a loader runs longer than leaseTtlMs: a second instance waits, no second load', async () => {
+    const prefix = uniquePrefix('renew')
+    const otherClient = new Redis({ host: nodes.nodes[0]!.host, port: nodes.nodes[0]!.port })
+    const a = newCache({ prefix, leaseTtlMs: 150 })
+    const b = new Cache({ client: otherClient, prefix, leaseTtlMs: 150 })
+    try {
+      let calls = 0
+      const loader = async () => {
+        calls++
+        await sleep(600) // four lease TTLs
+        return calls
+      }
+      const first = a.getOrSet({ key: 'k', loader })
+      await sleep(50)
+      const second = b.getOrSet({ key: 'k', loader })
+      expect(await Promise.all([first, second])).toEqual([1, 1])
+      expect(calls).toBe(1)
+    } finally {
+      await b.close()
+      otherClient.disconnect()
+    }
+  })
+
+  it('fails with E_CLOSED after close(), also for a caller that was waiting', async () => {
+    const prefix = uniquePrefix('closed')
+    const cache = new Cache({ client, prefix })
+    await client.set(entryKeys(prefix, 'k').lease, 'someone-else', 'PX', 5000)
+    const waiting = cache.getOrSet({ key: 'k', loader: () => 1 }).catch((e: unknown) => e)
+    await sleep(50)
+    await cache.close()
+    expect((await waiting) as KunciError).toMatchObject({ code: 'E_CLOSED' })
+    await expect(cache.get('k')).rejects.toMatchObject({ code: 'E_CLOSED' })
+    await expect(cache.getOrSet({ key: 'k', loader: () => 1 })).rejects.toMatchObject({ code: 'E_CLOSED' })
+  })
+
   it('a delete during a load cancels its write: the caller gets the value, the cache stays empty', async () => {
     const cache = newCache({ prefix: uniquePrefix('cancel') })
     let release!: () => void
@@ -441,6 +476,12 @@ describe('Cache on a standalone Redis: invalidatePrefix and memory pressure', ()
       await until('write error reported', () => errors.some((e) => e.operation === 'write'))
       const writeError = errors.find((e) => e.operation === 'write')!
       expect(isOomError(writeError.error)).toBe(true)
+      const strict = new Cache({ client: oomClient, prefix: uniquePrefix('oom-strict'), failOpen: false })
+      const strictErr = await strict.getOrSet({ key: 'new', loader }).catch((e: unknown) => e)
+      await strict.close()
+      expect((strictErr as KunciError).code).toBe('E_CACHE_UNAVAILABLE')
+      expect(isOomError((strictErr as Error).cause)).toBe(true)
+      expect(calls).toBe(1)
       const setErr = await cache.set({ key: 'x', value: 1 }).catch((e: unknown) => e)
       expect((setErr as KunciError).code).toBe('E_CACHE_UNAVAILABLE')
       expect(isOomError((setErr as Error).cause)).toBe(true)
