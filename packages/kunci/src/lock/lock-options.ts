@@ -22,7 +22,7 @@ export interface AcquireOptions {
   retryJitterMs?: number
   /**
    * Upper bound on the whole acquire, queueing behind holders in this process included, in ms.
-   * @defaultValue (retryCount + 1) × (retryDelayMs + retryJitterMs)
+   * @defaultValue (retryCount + 1) × (retryDelayMs + retryJitterMs) + nodeTimeoutMs
    */
   acquireTimeoutMs?: number
   /** Cancels a waiting acquire at once; keys granted by an attempt in flight are released. */

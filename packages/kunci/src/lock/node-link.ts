@@ -243,7 +243,10 @@ export class NodeLink {
 
   #sendRun(run: Pending[]): void {
     const script = run[0]!.script
-    if (!this.isCluster) return this.#send(script, run)
+    if (!this.isCluster) {
+      this.#send(script, run)
+      return
+    }
     // A script may only touch keys of one slot on a cluster: one call per slot.
     const bySlot = new Map<number, Pending[]>()
     for (const p of run) {

@@ -21,8 +21,10 @@ export interface Nodes {
 /** The keys of one lock, precomputed once per acquisition. */
 export interface LockTarget {
   readonly resources: readonly string[]
-  /** lock and fence key for each resource, in that order: what acquire.lua takes. */
+  /** lock, fence and queue key of each resource, in that order: what acquire.lua takes. */
   readonly acquireKeys: readonly string[]
+  /** lock and queue key of each resource: what release.lua takes. */
+  readonly releaseKeys: readonly string[]
   /** The lock keys alone: what release.lua and extend.lua take, and the release channels. */
   readonly lockKeys: readonly string[]
 }
@@ -56,19 +58,39 @@ type AcquireReply = [number, number, number]
  * may hold one before this returns. With `prev`, the attempt hands the lock over from the
  * holder `prev` in the same round trip (release + acquire in one script call).
  */
+export interface AttemptOptions {
+  /** Hand over from this holder token (same process), in the round trip of its release. */
+  readonly prev?: string
+  /** With prev: give way if clients of other processes wait. */
+  readonly yieldToOthers?: boolean
+  /** Join the node's wait queue if the lock is held, so a release wakes us (and only us) in turn. */
+  readonly waiter?: { readonly id: string; readonly since: number; readonly queued: boolean }
+}
+
 export async function attemptAcquire(
   nodes: Nodes,
   target: LockTarget,
   ttlMs: number,
   driftMs: number,
-  prev = '',
-  yieldToOthers = false,
+  options: AttemptOptions = {},
 ): Promise<AttemptResult> {
   const { links, quorum } = nodes
   const n = links.length
+  const prev = options.prev ?? ''
+  const w = options.waiter
   const token = randomToken()
   const fence = nodes.clock.next()
-  const args = [token, ttlMs, fence, target.resources.length, prev, yieldToOthers ? '1' : '0']
+  const args = [
+    token,
+    ttlMs,
+    fence,
+    target.resources.length,
+    prev,
+    options.yieldToOthers ? '1' : '0',
+    w?.id ?? '',
+    w?.since ?? 0,
+    w?.queued ? '1' : '0',
+  ]
   const start = performance.now()
   const requests: (Promise<unknown> | undefined)[] = new Array(n)
   // The replies themselves, also those that arrive on a newer connection (ioredis resends
@@ -124,16 +146,19 @@ export async function attemptAcquire(
         fenced++
         nodes.clock.observe(r[1])
       } else yielded++
-    } else if (o && !o.undecided && hasSubscribers(NODE_ERROR_CHANNEL)) {
-      publishEvent(NODE_ERROR_CHANNEL, { node: i, op: 'acquire', status, error: o.error })
+    } else if (o && hasSubscribers(NODE_ERROR_CHANNEL)) {
+      if (!o.undecided) publishEvent(NODE_ERROR_CHANNEL, { node: i, op: 'acquire', status, error: o.error })
+      // Decided without this node: still report it if it fails or stays silent past the time-out.
+      else reportStraggler(raw[i]!, i, nodes.nodeTimeoutMs, start)
     }
   }
   if (grants >= quorum) {
     const validUntil = start + ttlMs - driftMs
     if (validUntil > now) {
       if (prev !== '') {
-        // prev was overwritten wherever the new token was granted; elsewhere it may linger.
-        const rest = outcomes.flatMap((o, i) => (o?.ok ? [] : [i]))
+        // Nodes still answering run the hand-over script too (it overwrites prev); only nodes
+        // that failed or timed out may keep prev until its TTL: release it there.
+        const rest = outcomes.flatMap((o, i) => (o && !o.ok && !o.undecided ? [i] : []))
         if (rest.length > 0) void releaseOn(nodes, target, prev, rest, '')
       }
       return { kind: 'granted', token, fence, validUntil, votes, prevMissingOn }
@@ -182,7 +207,7 @@ export async function releaseAll(
   token: string,
 ): Promise<{ released: number; answered: number; votes: NodeVote[] }> {
   const args = [token, target.lockKeys.length]
-  const requests = nodes.links.map((l) => l.call(RELEASE, target.lockKeys, args))
+  const requests = nodes.links.map((l) => l.call(RELEASE, target.releaseKeys, args))
   const all = target.lockKeys.length
   const lost = nodes.links.length - nodes.quorum
   // Decided once a quorum released or too many nodes lacked our token; a dead node then
@@ -196,6 +221,7 @@ export async function releaseAll(
   let released = 0
   let answered = 0
   const votes = outcomes.map((o, i): NodeVote => {
+    if (o && !o.ok && o.undecided) return { node: i, status: 'pending' }
     if (!o?.ok)
       return { node: i, status: o?.timedOut ? 'timeout' : 'error', ...(o ? { error: o.error } : {}) }
     answered++
@@ -241,15 +267,38 @@ async function releaseOn(nodes: Nodes, target: LockTarget, token: string, on: nu
   if (on.length === 0 && prev === '') return
   const requests: Promise<unknown>[] = []
   for (const i of on)
-    requests.push(nodes.links[i]!.call(RELEASE, target.lockKeys, [token, target.lockKeys.length]))
+    requests.push(nodes.links[i]!.call(RELEASE, target.releaseKeys, [token, target.lockKeys.length]))
   if (prev !== '') {
     for (const l of nodes.links)
-      requests.push(l.call(RELEASE, target.lockKeys, [prev, target.lockKeys.length]))
+      requests.push(l.call(RELEASE, target.releaseKeys, [prev, target.lockKeys.length]))
   }
   await gather(requests, nodes.nodeTimeoutMs)
 }
 
 const notConnected = new Error('node connection is not ready (connecting, or its state check failed)')
+
+/** Only when someone listens on the node-error channel: costs a timer per silent node then. */
+function reportStraggler(p: Promise<unknown>, node: number, timeoutMs: number, start: number): void {
+  let settled = false
+  const timer = setTimeout(
+    () => {
+      if (!settled) publishEvent(NODE_ERROR_CHANNEL, { node, op: 'acquire', status: 'timeout' })
+    },
+    Math.max(0, start + timeoutMs - performance.now()),
+  )
+  timer.unref()
+  p.then(
+    () => {
+      settled = true
+      clearTimeout(timer)
+    },
+    (error: Error) => {
+      settled = true
+      clearTimeout(timer)
+      publishEvent(NODE_ERROR_CHANNEL, { node, op: 'acquire', status: 'error', error })
+    },
+  )
+}
 
 /** Rejects a reply that belongs to an older connection of the node (it may have restarted since). */
 function stamped<T>(link: NodeLink, p: Promise<T>): Promise<T> {

@@ -41,6 +41,7 @@ import {
 } from './node-ops.js'
 import { quorumOf } from './quorum.js'
 import { ReleaseNotifier } from './release-notifier.js'
+import { randomToken } from './tokens.js'
 import { runUsing } from './using.js'
 
 export interface RedlockOptions extends LockManagerOptions {
@@ -67,6 +68,8 @@ export class Redlock implements LockOwner {
   #notifier: ReleaseNotifier
   #queues = new Map<string, ResourceQueue>()
   #closed = false
+  /** This manager's name in the nodes' wait queues (one Redis-level waiter per resource per manager). */
+  #waiterId = randomToken().slice(0, 16)
 
   constructor(options: RedlockOptions) {
     if (options === null || typeof options !== 'object') {
@@ -83,7 +86,7 @@ export class Redlock implements LockOwner {
       nodeTimeoutMs: o.nodeTimeoutMs,
       clock: new FenceClock(),
     }
-    this.#notifier = new ReleaseNotifier(options.clients)
+    this.#notifier = new ReleaseNotifier(options.clients, this.#waiterId)
   }
 
   /**
@@ -206,6 +209,7 @@ export class Redlock implements LockOwner {
     }
     const seen = new Set<string>()
     const acquireKeys: string[] = []
+    const releaseKeys: string[] = []
     const lockKeyList: string[] = []
     for (const r of list) {
       if (typeof r !== 'string' || r.length === 0)
@@ -213,10 +217,11 @@ export class Redlock implements LockOwner {
       if (seen.has(r)) throw new InvalidOptionError('resources', `"${r}" is listed twice`)
       seen.add(r)
       const k = lockKeys(this.options.prefix, r)
-      acquireKeys.push(k.lock, k.fence)
+      acquireKeys.push(k.lock, k.fence, k.queue)
+      releaseKeys.push(k.lock, k.queue)
       lockKeyList.push(k.lock)
     }
-    return { resources: Object.freeze([...list]), acquireKeys, lockKeys: lockKeyList }
+    return { resources: Object.freeze([...list]), acquireKeys, releaseKeys, lockKeys: lockKeyList }
   }
 
   /** Hook for the single-node lock (WAIT for replicas). */
@@ -232,51 +237,74 @@ export class Redlock implements LockOwner {
     waitFirst: boolean,
   ): Promise<Lock> {
     const started = performance.now()
-    if (waitFirst) await this.#notifier.wait(target.lockKeys, this.#retryDelay(opts, deadline), signal)
+    if (waitFirst) await this.#notifier.wait(target.lockKeys, this.#retryDelay(opts, deadline, 1), signal)
     let attempts = 0
     let fenceRetries = 0
-    for (;;) {
-      if (signal?.aborted) throw new AcquireAbortedError(target.resources, { cause: signal.reason })
-      if (this.#closed) throw new ClosedError('This lock manager')
-      attempts++
-      const r = await attemptAcquire(this.nodes, target, opts.ttlMs, opts.driftMs)
-      if (r.kind === 'granted') {
-        const lock = new Lock(this, target, r.token, r.fence, opts.ttlMs, r.validUntil)
-        if (signal?.aborted) {
-          await releaseAll(this.nodes, target, r.token)
-          lock.markEnded('released')
-          throw new AcquireAbortedError(target.resources, { cause: signal.reason })
+    // A caller that may retry queues on the nodes when it finds the lock held, so a release
+    // wakes the longest waiter only instead of every waiting process at once.
+    const waiter = opts.retryCount > 0 ? { id: this.#waiterId, since: Date.now(), queued: false } : undefined
+    try {
+      for (;;) {
+        if (signal?.aborted) throw new AcquireAbortedError(target.resources, { cause: signal.reason })
+        if (this.#closed) throw new ClosedError('This lock manager')
+        attempts++
+        const r = await attemptAcquire(this.nodes, target, opts.ttlMs, opts.driftMs, { waiter })
+        if (r.kind === 'granted' && waiter) waiter.queued = false // the script left the queue
+        if (r.kind === 'held' && waiter) waiter.queued = true
+        if (r.kind === 'granted') {
+          const lock = new Lock(this, target, r.token, r.fence, opts.ttlMs, r.validUntil)
+          if (signal?.aborted) {
+            await releaseAll(this.nodes, target, r.token)
+            lock.markEnded('released')
+            throw new AcquireAbortedError(target.resources, { cause: signal.reason })
+          }
+          await this.afterGrant(lock)
+          if (hasSubscribers(ACQUIRED_CHANNEL)) {
+            publishEvent(ACQUIRED_CHANNEL, {
+              resources: target.resources,
+              fence: r.fence,
+              attempts,
+              durationMs: performance.now() - started,
+            })
+          }
+          return lock
         }
-        await this.afterGrant(lock)
-        if (hasSubscribers(ACQUIRED_CHANNEL)) {
-          publishEvent(ACQUIRED_CHANNEL, {
-            resources: target.resources,
-            fence: r.fence,
-            attempts,
-            durationMs: performance.now() - started,
-          })
+        if (r.kind === 'fenced' && fenceRetries < MAX_FENCE_RETRIES) {
+          fenceRetries++
+          attempts--
+          continue
         }
-        return lock
+        if (r.kind === 'held')
+          publishEvent(CONTENTION_CHANNEL, { resources: target.resources, attempt: attempts })
+        const now = performance.now()
+        if (attempts > opts.retryCount || now >= deadline)
+          throw this.#failure(target, r, attempts, now - started)
+        let delay = this.#retryDelay(opts, deadline, attempts)
+        // The holder's key expires after pttl even if its release never comes.
+        if (r.kind === 'held' && r.pttl + 1 < delay) delay = r.pttl + 1
+        await this.#notifier.wait(target.lockKeys, delay, signal)
       }
-      if (r.kind === 'fenced' && fenceRetries < MAX_FENCE_RETRIES) {
-        fenceRetries++
-        attempts--
-        continue
-      }
-      if (r.kind === 'held')
-        publishEvent(CONTENTION_CHANNEL, { resources: target.resources, attempt: attempts })
-      const now = performance.now()
-      if (attempts > opts.retryCount || now >= deadline)
-        throw this.#failure(target, r, attempts, now - started)
-      let delay = this.#retryDelay(opts, deadline)
-      // The holder's key expires after pttl even if its release never comes.
-      if (r.kind === 'held' && r.pttl + 1 < delay) delay = r.pttl + 1
-      await this.#notifier.wait(target.lockKeys, delay, signal)
+    } finally {
+      if (waiter?.queued) this.#leaveQueues(target)
     }
   }
 
-  #retryDelay(opts: ResolvedAcquireOptions, deadline: number): number {
-    const d = opts.retryDelayMs + Math.random() * opts.retryJitterMs
+  /** Best effort: a caller that gave up should not be woken in turn (others would wait longer). */
+  #leaveQueues(target: LockTarget): void {
+    for (const l of this.#links) {
+      for (let i = 1; i < target.releaseKeys.length; i += 2) {
+        l.client.zrem(target.releaseKeys[i]!, this.#waiterId).catch(() => {})
+      }
+    }
+  }
+
+  /**
+   * Exponential backoff (retryDelayMs × 2^(attempt−1), at most ×32) plus uniform jitter. Waiting
+   * callers are normally woken by a release naming them, so polling only has to cover lost
+   * notifications and crashed holders; backing off keeps many waiters from polling in a storm.
+   */
+  #retryDelay(opts: ResolvedAcquireOptions, deadline: number, attempt: number): number {
+    const d = opts.retryDelayMs * 2 ** Math.min(attempt - 1, 5) + Math.random() * opts.retryJitterMs
     return Math.max(0, Math.min(d, deadline - performance.now()))
   }
 
@@ -345,7 +373,10 @@ export class Redlock implements LockOwner {
     const yieldToOthers = q.handoffs >= this.options.maxLocalHandoffs
     let r: AttemptResult
     try {
-      r = await attemptAcquire(this.nodes, lock.target, next.ttlMs, next.driftMs, lock.token, yieldToOthers)
+      r = await attemptAcquire(this.nodes, lock.target, next.ttlMs, next.driftMs, {
+        prev: lock.token,
+        yieldToOthers,
+      })
     } catch (err) {
       q.active = false
       next.promote(false)
@@ -360,6 +391,12 @@ export class Redlock implements LockOwner {
       q.handoffs++
       const handed = new Lock(this, lock.target, r.token, r.fence, next.ttlMs, r.validUntil)
       q.holder = handed
+      publishEvent(ACQUIRED_CHANNEL, {
+        resources: lock.resources,
+        fence: r.fence,
+        attempts: 1,
+        handedOver: true,
+      })
       next.handTo(handed)
     } else {
       q.handoffs = 0

@@ -9,8 +9,9 @@ type Wake = () => void
 const LINGER_MS = 2000
 
 /**
- * Wakes waiters when a holder releases. Release scripts PUBLISH on the lock key's name; we
- * SUBSCRIBE to it on every node (a separate connection per node, made with `duplicate()` only
+ * Wakes waiters when a holder releases. Release scripts PUBLISH on the lock key's name, naming
+ * the oldest queued waiter (a manager's id) or nobody (everyone may try); we SUBSCRIBE to it on
+ * every node (a separate connection per node, made with `duplicate()` only
  * when somebody first has to wait, and closed by `close()`). Notifications only shorten a wait:
  * a waiter always has a timer too, so a lost message or a crashed holder costs latency, never
  * liveness.
@@ -21,8 +22,12 @@ export class ReleaseNotifier {
   #waiters = new Map<string, Set<Wake>>()
   #lingering = new Map<string, NodeJS.Timeout>()
 
-  constructor(clients: readonly RedisClient[]) {
+  #id: string
+
+  /** `id`: the waiter name this manager queues under; messages naming someone else are ignored. */
+  constructor(clients: readonly RedisClient[], id: string) {
     this.#clients = clients
+    this.#id = id
     this.#subscribers = clients.map(() => undefined)
   }
 
@@ -67,7 +72,19 @@ export class ReleaseNotifier {
       if (lingering) {
         clearTimeout(lingering)
         this.#lingering.delete(channel)
-      } else this.#each((s) => s.subscribe(channel))
+      } else {
+        // A release between our failed attempt and the subscription taking effect would go
+        // unnoticed: once the first node confirms, wake the waiters so they check again.
+        let confirmed = false
+        this.#each((s) =>
+          s.subscribe(channel).then(() => {
+            if (confirmed) return
+            confirmed = true
+            const current = this.#waiters.get(channel)
+            if (current) for (const w of [...current]) w()
+          }),
+        )
+      }
     }
     set.add(wake)
   }
@@ -98,7 +115,9 @@ export class ReleaseNotifier {
     }
   }
 
-  #onMessage = (channel: string): void => {
+  #onMessage = (channel: string, message: string): void => {
+    // A release names the oldest waiter it woke; an empty message wakes everybody.
+    if (message !== '' && message !== this.#id) return
     const set = this.#waiters.get(channel)
     if (set) for (const wake of [...set]) wake()
   }

@@ -1,24 +1,26 @@
 /**
  * Every Redis key kunci's locks write is built here.
  *
- * A resource `R` with prefix `P` uses two keys that share the hash tag `{R}`, so a Lua script
- * can touch both on a Redis Cluster (one slot), and the release channel is the lock key:
+ * A resource `R` with prefix `P` uses keys that share the hash tag `{R}`, so a Lua script can
+ * touch them together on a Redis Cluster (one slot); the release channel is the lock key:
  *   P{R}         the lock: holder token (+ "!" while another process waits), with a TTL
  *   P{R}:fence   the highest fencing token this node granted for R (persistent)
+ *   P{R}:q       waiting clients, oldest first (sorted set, TTL): a release wakes only the oldest
  */
 
 export interface LockKeys {
   readonly lock: string
   readonly fence: string
+  readonly queue: string
 }
 
 export function lockKeys(prefix: string, resource: string): LockKeys {
   const lock = `${prefix}{${resource}}`
-  return { lock, fence: `${lock}:fence` }
+  return { lock, fence: `${lock}:fence`, queue: `${lock}:q` }
 }
 
 /**
- * Whether the two keys of `resource` land in one cluster slot. They share the text up to
+ * Whether the keys of `resource` land in one cluster slot. They share the text up to
  * and including the first `}` after our `{`, so they do unless the resource itself starts with
  * `}` (the tag would be empty and each whole key would be hashed).
  */

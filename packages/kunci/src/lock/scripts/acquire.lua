@@ -5,11 +5,12 @@
   per node. Written for few Redis calls and no per-call allocations on the common path: an
   uncontended single-resource grant is SET NX + SET GET.
 
-  KEYS: for each request, for each of its n resources, two keys in the resource's hash slot:
+  KEYS: for each request, for each of its n resources, three keys in the resource's hash slot:
           lock key  (string: holder token, PX ttl; "!" appended while someone else waits)
           fence key (string: highest fencing token granted here for the resource; persistent)
+          queue key (sorted set: waiting managers by the time they started waiting; with a TTL)
   ARGV[1]: number of requests
-  then per request, 6 values:
+  then per request, 9 values:
           token     random holder token, 32 characters
           ttl       lock TTL in ms
           fence     proposed fencing token (integer)
@@ -17,6 +18,9 @@
           prev      token of the current holder to hand over from, or "" for a plain acquire
           yield     "1": if prev is set and someone outside the holder's process waits (the lock
                     is marked), release prev instead of handing over (fairness across processes)
+          waiter    the caller's queue name, or "" if it will not retry (then it never queues)
+          since     when the caller started waiting (ms): its place in the queue
+          queued    "1" if an earlier attempt queued the caller: a grant removes it
 
   Returns a flat array, three integers per request (flat: nested tables cost more to return):
           1, fence, p   granted with the proposed fence (the fence keys now hold it)
@@ -26,40 +30,54 @@
         p = number of resources on which prev held the lock (for the old holder's release report)
 
   All-or-nothing per request: whatever was written is undone unless every resource is granted.
-  A waiter that finds the lock held marks it (SETRANGE keeps the TTL); a release or hand-over
-  of a marked lock publishes on the lock key's channel to wake waiters in other processes.
+  A waiter that finds the lock held marks it (SETRANGE keeps the TTL) and joins the queue; a
+  release of a marked lock pops the oldest waiter and publishes its name on the lock key's
+  channel, so one waiter tries instead of every waiting process (no thundering herd).
 ]]
 local TOKEN_LENGTH = 32
 local MARK = '!'
 local out = {}
 local k, a, o = 1, 2, 0
+-- Wakes the oldest queued waiter of a released lock (or everyone, if the queue is empty).
+local function wake(lk, qk)
+  local head = redis.call('ZPOPMIN', qk)
+  redis.call('PUBLISH', lk, head[1] or '')
+end
+
 for _ = 1, tonumber(ARGV[1]) do
   local token, ttl, fenceArg, n, prev, yield =
     ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5]
+  local waiter, since, queued = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
   local fence = tonumber(fenceArg)
-  a = a + 6
+  a = a + 9
   local status, x, p = 1, fence, 0
 
   if prev == '' and n == 1 then
     -- The common case, straight-line.
-    local lk, fk = KEYS[k], KEYS[k + 1]
+    local lk, fk, qk = KEYS[k], KEYS[k + 1], KEYS[k + 2]
     if redis.call('SET', lk, token, 'NX', 'PX', ttl) then
       local old = redis.call('SET', fk, fenceArg, 'GET')
       if old and tonumber(old) >= fence then
         redis.call('SET', fk, old)
         redis.call('DEL', lk)
         status, x = 2, tonumber(old)
+      elseif queued == '1' then
+        redis.call('ZREM', qk, waiter)
       end
     else
       status, x = 0, redis.call('PTTL', lk)
       redis.call('SETRANGE', lk, TOKEN_LENGTH, MARK)
+      if waiter ~= '' then
+        redis.call('ZADD', qk, 'NX', since, waiter)
+        redis.call('PEXPIRE', qk, 2 * ttl + 1000)
+      end
     end
   else
     -- Several resources, or a hand-over: read every lock first.
     local cur, held, waiting = {}, false, false
     x = -1
     for r = 0, n - 1 do
-      local lk = KEYS[k + 2 * r]
+      local lk = KEYS[k + 3 * r]
       local v = redis.call('GET', lk)
       cur[r] = v
       if v and prev ~= '' and string.sub(v, 1, TOKEN_LENGTH) == prev then
@@ -70,6 +88,10 @@ for _ = 1, tonumber(ARGV[1]) do
         local t = redis.call('PTTL', lk)
         if t > x then x = t end
         if #v == TOKEN_LENGTH then redis.call('SETRANGE', lk, TOKEN_LENGTH, MARK) end
+        if waiter ~= '' then
+          redis.call('ZADD', KEYS[k + 3 * r + 2], 'NX', since, waiter)
+          redis.call('PEXPIRE', KEYS[k + 3 * r + 2], 2 * ttl + 1000)
+        end
       end
     end
     if held or (waiting and yield == '1') then
@@ -77,8 +99,8 @@ for _ = 1, tonumber(ARGV[1]) do
       for r = 0, n - 1 do
         local v = cur[r]
         if v and prev ~= '' and string.sub(v, 1, TOKEN_LENGTH) == prev then
-          redis.call('DEL', KEYS[k + 2 * r])
-          if #v > TOKEN_LENGTH then redis.call('PUBLISH', KEYS[k + 2 * r], '') end
+          redis.call('DEL', KEYS[k + 3 * r])
+          if #v > TOKEN_LENGTH then wake(KEYS[k + 3 * r], KEYS[k + 3 * r + 2]) end
         end
       end
       if held then status = 0 else status, x = 3, 0 end
@@ -87,11 +109,11 @@ for _ = 1, tonumber(ARGV[1]) do
         -- A hand-over keeps the waiters' mark, so the new holder's release still wakes them.
         local v = cur[r]
         local marked = v and #v > TOKEN_LENGTH
-        redis.call('SET', KEYS[k + 2 * r], marked and (token .. MARK) or token, 'PX', ttl)
+        redis.call('SET', KEYS[k + 3 * r], marked and (token .. MARK) or token, 'PX', ttl)
       end
       local old, highest = {}, 0
       for r = 0, n - 1 do
-        local v = redis.call('SET', KEYS[k + 2 * r + 1], fenceArg, 'GET')
+        local v = redis.call('SET', KEYS[k + 3 * r + 1], fenceArg, 'GET')
         old[r] = v
         local f = tonumber(v or '0')
         if f > highest then highest = f end
@@ -100,17 +122,19 @@ for _ = 1, tonumber(ARGV[1]) do
       if highest >= fence then
         -- A stale proposal: undo every write of this request.
         for r = 0, n - 1 do
-          local fk = KEYS[k + 2 * r + 1]
+          local fk = KEYS[k + 3 * r + 1]
           if old[r] then redis.call('SET', fk, old[r]) else redis.call('DEL', fk) end
-          redis.call('DEL', KEYS[k + 2 * r])
-          if waiting then redis.call('PUBLISH', KEYS[k + 2 * r], '') end
+          redis.call('DEL', KEYS[k + 3 * r])
+          if waiting then wake(KEYS[k + 3 * r], KEYS[k + 3 * r + 2]) end
         end
         status, x = 2, highest
+      elseif queued == '1' then
+        for r = 0, n - 1 do redis.call('ZREM', KEYS[k + 3 * r + 2], waiter) end
       end
     end
   end
   out[o + 1], out[o + 2], out[o + 3] = status, x, p
   o = o + 3
-  k = k + 2 * n
+  k = k + 3 * n
 end
 return out
