@@ -49,6 +49,9 @@ export interface RedlockOptions extends LockManagerOptions {
   clients: readonly RedisClient[]
 }
 
+/** Poll interval of a caller queued on the nodes (a release wakes it; this is the safety net). */
+const QUEUED_POLL_MS = 500
+
 /** Fence retries without delay when a proposal was too low; each observes a higher token. */
 const MAX_FENCE_RETRIES = 3
 
@@ -248,8 +251,18 @@ export class Redlock implements LockOwner {
         if (signal?.aborted) throw new AcquireAbortedError(target.resources, { cause: signal.reason })
         if (this.#closed) throw new ClosedError('This lock manager')
         attempts++
-        const r = await attemptAcquire(this.nodes, target, opts.ttlMs, opts.driftMs, { waiter })
-        if (r.kind === 'granted' && waiter) waiter.queued = false // the script left the queue
+        this.#notifier.attempting(target.lockKeys, 1)
+        let r: AttemptResult
+        try {
+          r = await attemptAcquire(this.nodes, target, opts.ttlMs, opts.driftMs, { waiter })
+        } finally {
+          this.#notifier.attempting(target.lockKeys, -1)
+        }
+        if (r.kind === 'granted') {
+          if (waiter) waiter.queued = false // the script left the queue
+          this.#notifier.attempting(target.lockKeys, 1, true) // drop wakes kept during the attempt
+          this.#notifier.attempting(target.lockKeys, -1)
+        }
         if (r.kind === 'held' && waiter) waiter.queued = true
         if (r.kind === 'granted') {
           const lock = new Lock(this, target, r.token, r.fence, opts.ttlMs, r.validUntil)
@@ -280,6 +293,10 @@ export class Redlock implements LockOwner {
         if (attempts > opts.retryCount || now >= deadline)
           throw this.#failure(target, r, attempts, now - started)
         let delay = this.#retryDelay(opts, deadline, attempts)
+        // Queued behind a holder, we are woken in turn by a release naming us; polling then only
+        // covers a holder that crashed (its TTL) or a lost message, so it can be rare.
+        if (r.kind === 'held' && waiter)
+          delay = Math.max(delay, Math.min(QUEUED_POLL_MS, deadline - performance.now()))
         // The holder's key expires after pttl even if its release never comes.
         if (r.kind === 'held' && r.pttl + 1 < delay) delay = r.pttl + 1
         await this.#notifier.wait(target.lockKeys, delay, signal)

@@ -31,17 +31,19 @@
 
   All-or-nothing per request: whatever was written is undone unless every resource is granted.
   A waiter that finds the lock held marks it (SETRANGE keeps the TTL) and joins the queue; a
-  release of a marked lock pops the oldest waiter and publishes its name on the lock key's
-  channel, so one waiter tries instead of every waiting process (no thundering herd).
+  release of a marked lock pops the oldest waiter and publishes on its channel ("<lock key>#<id>"),
+  so one waiter tries instead of every waiting process (no thundering herd). Newcomers may still
+  take a free lock first; the woken waiter then keeps its place (ZADD NX with its old score).
 ]]
 local TOKEN_LENGTH = 32
 local MARK = '!'
 local out = {}
 local k, a, o = 1, 2, 0
--- Wakes the oldest queued waiter of a released lock (or everyone, if the queue is empty).
+-- Wakes the oldest queued waiter of a released lock on its own channel (or everyone, on the
+-- lock key's channel, if the queue is empty).
 local function wake(lk, qk)
-  local head = redis.call('ZPOPMIN', qk)
-  redis.call('PUBLISH', lk, head[1] or '')
+  local head = redis.call('ZPOPMIN', qk)[1]
+  redis.call('PUBLISH', head and (lk .. '#' .. head) or lk, '')
 end
 
 for _ = 1, tonumber(ARGV[1]) do

@@ -6,8 +6,8 @@
   Returns, per request, the number of lock keys that held the token and were deleted
   (0 means the lock had expired or belonged to someone else: nothing of theirs is touched).
   A lock marked by a waiter (a "!" after the token) pops the oldest queued waiter and publishes
-  its name on the lock key's channel (empty: anyone may try), so it wakes at once; an unmarked
-  release costs GET + DEL.
+  on its channel "<lock key>#<id>" (or on the lock key's channel if nobody is queued: anyone may
+  try), so exactly that process wakes at once; an unmarked release costs GET + DEL.
 ]]
 local TOKEN_LENGTH = 32
 local out = {}
@@ -23,8 +23,8 @@ for i = 1, tonumber(ARGV[1]) do
     if v and string.sub(v, 1, TOKEN_LENGTH) == token then
       redis.call('DEL', lk)
       if #v > TOKEN_LENGTH then
-        local head = redis.call('ZPOPMIN', KEYS[k + 2 * r + 1])
-        redis.call('PUBLISH', lk, head[1] or '')
+        local head = redis.call('ZPOPMIN', KEYS[k + 2 * r + 1])[1]
+        redis.call('PUBLISH', head and (lk .. '#' .. head) or lk, '')
       end
       deleted = deleted + 1
     end
