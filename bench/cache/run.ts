@@ -182,6 +182,9 @@ try {
   }
   const md = formatResults(env, hits, storms)
   writeFileSync(new URL('./RESULTS.md', import.meta.url), md)
+  // Raw samples beside the other benchmarks' results, so runs can be compared later.
+  const raw = new URL(`../results/cache-${env.date.slice(0, 10)}-${env.commit}.json`, import.meta.url)
+  writeFileSync(raw, JSON.stringify({ env, hits, storms }, null, 2) + '\n')
   console.info(md)
 } finally {
   await cluster.stop()
