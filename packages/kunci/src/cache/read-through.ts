@@ -197,18 +197,17 @@ export class ReadThrough {
         this.#emitLoad(key, started, value === undefined ? 'not-found' : 'value', early)
         const writing = this.write(key, keys, value, opts, Date.now() - started, token).catch(
           (err: unknown) => {
-            if (err instanceof CacheSerializeError) {
-              this.#release(key, keys, token)
-              throw err
-            }
-            // The caller still gets the loaded value: a cache that cannot write (OOM under
-            // noeviction, Redis down) degrades to calling the loader, it does not fail.
-            this.#c.events.emit('error', { key, operation: 'write', error: asError(err) })
             this.#release(key, keys, token)
+            // An unserialisable value is the caller's bug: it fails the call. Any other write
+            // failure (OOM under noeviction, Redis down) is reported and the loaded value is
+            // still returned: a cache that cannot write degrades to calling the loader.
+            if (err instanceof CacheSerializeError && awaitWrite) throw err
+            this.#c.events.emit('error', { key, operation: 'write', error: asError(err) })
           },
         )
+        // Degraded (Redis failing): the caller does not wait for the write as well.
         if (awaitWrite) await writing
-        else writing.catch(() => {}) // a serialise error still fails the caller below
+        else void writing
         return value as T
       } finally {
         stopLease()

@@ -7,6 +7,8 @@ import type { KunciWarning, PersistenceProfile } from './lock-options.js'
 interface Pending {
   readonly script: LuaScript
   readonly vote: boolean
+  /** The connection the request was made on; a vote from a newer one is not counted. */
+  readonly incarnation: number
   readonly keys: readonly string[]
   readonly args: readonly (string | number)[]
   readonly resolve: (reply: unknown) => void
@@ -15,6 +17,13 @@ interface Pending {
 
 /** Rejection of a vote-carrying request by a node that may not vote (restart quarantine, unchecked). */
 export const notVoting = new Error('node may not vote (restart quarantine, or its restart check failed)')
+
+/** A reply to a vote that was asked for on an older connection of the node. */
+export class StaleVoteError extends Error {
+  constructor(readonly reply: unknown) {
+    super('the node reconnected (it may have restarted) since this vote was asked for')
+  }
+}
 
 /** Upper bound on requests folded into one script call, so one call never blocks a node for long. */
 const MAX_BATCH = 256
@@ -105,7 +114,7 @@ export class NodeLink {
     vote = false,
   ): Promise<unknown> {
     return new Promise((resolve, reject) => {
-      this.#queue.push({ script, keys, args, vote, resolve, reject })
+      this.#queue.push({ script, keys, args, vote, incarnation: this.#incarnation, resolve, reject })
       if (!this.#flushScheduled) {
         this.#flushScheduled = true
         queueMicrotask(this.#flush)
@@ -281,9 +290,15 @@ export class NodeLink {
           for (const p of batch) p.reject(err)
           return
         }
-        if (width === 1) for (let i = 0; i < batch.length; i++) batch[i]!.resolve(reply[i])
-        else
-          for (let i = 0; i < batch.length; i++) batch[i]!.resolve(reply.slice(i * width, i * width + width))
+        for (let i = 0; i < batch.length; i++) {
+          const p = batch[i]!
+          const value = width === 1 ? reply[i] : reply.slice(i * width, i * width + width)
+          // The node may have restarted since the vote was asked for (ioredis resends commands
+          // after a reconnect): such a vote is not counted, but the value is still passed on
+          // so that a late grant can be cleaned up.
+          if (p.vote && p.incarnation !== this.#incarnation) p.reject(new StaleVoteError(value))
+          else p.resolve(value)
+        }
       },
       (err: Error) => {
         for (const p of batch) p.reject(err)

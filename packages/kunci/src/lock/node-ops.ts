@@ -2,7 +2,7 @@ import { type NodeVote, type NodeVoteStatus, UnexpectedReplyError } from '../err
 import { loadScript } from '../redis/lua-script.js'
 import { hasSubscribers, NODE_ERROR_CHANNEL, publishEvent } from './events.js'
 import type { FenceClock } from './fence-clock.js'
-import { type NodeLink, notVoting } from './node-link.js'
+import { type NodeLink, StaleVoteError } from './node-link.js'
 import { gather, type Outcome } from './quorum.js'
 import { randomToken } from './tokens.js'
 
@@ -85,25 +85,18 @@ export async function attemptAcquire(
     ttlMs,
     fence,
     target.resources.length,
-    prev,
-    options.yieldToOthers ? '1' : '0',
-    w?.id ?? '',
-    w?.since ?? 0,
-    w?.queued ? '1' : '0',
+    prev === '' ? '' : `${prev}|${options.yieldToOthers ? '1' : '0'}`,
+    w ? `${w.id}|${w.since}|${w.queued ? '1' : '0'}` : '',
   ]
   const start = performance.now()
   const requests: (Promise<unknown> | undefined)[] = new Array(n)
-  // The replies themselves, also those that arrive on a newer connection (ioredis resends
-  // unanswered commands after a reconnect): a late grant must still be cleaned up.
-  const raw: (Promise<unknown> | undefined)[] = new Array(n)
   // Every request is queued now, in this tick; each node link keeps call order, so a later
   // release or hand-over always reaches a node after this acquire.
   for (let i = 0; i < n; i++) {
     const link = links[i]!
     // An unchecked node (start-up, reconnect) queues the request until its check is done.
     if (!link.verified || link.canVote(start)) {
-      raw[i] = link.call(ACQUIRE, target.acquireKeys, args, true)
-      requests[i] = stamped(link, raw[i]!)
+      requests[i] = link.call(ACQUIRE, target.acquireKeys, args, true)
     }
   }
   let granted = 0
@@ -149,7 +142,7 @@ export async function attemptAcquire(
     } else if (o && hasSubscribers(NODE_ERROR_CHANNEL)) {
       if (!o.undecided) publishEvent(NODE_ERROR_CHANNEL, { node: i, op: 'acquire', status, error: o.error })
       // Decided without this node: still report it if it fails or stays silent past the time-out.
-      else reportStraggler(raw[i]!, i, nodes.nodeTimeoutMs, start)
+      else reportStraggler(requests[i]!, i, nodes.nodeTimeoutMs, start)
     }
   }
   if (grants >= quorum) {
@@ -172,11 +165,17 @@ export async function attemptAcquire(
     if (o?.ok) {
       if ((o.value as AcquireReply)[0] === 1) cleanup.push(i)
     } else if (o) {
-      raw[i]!.then(
+      // Also a grant that arrives on a newer connection (ioredis resends unanswered commands
+      // after a reconnect) must be cleaned up.
+      requests[i]!.then(
         (v) => {
           if ((v as AcquireReply)[0] === 1) void releaseOn(nodes, target, token, [i], '')
         },
-        () => {},
+        (err: unknown) => {
+          if (err instanceof StaleVoteError && (err.reply as AcquireReply)[0] === 1) {
+            void releaseOn(nodes, target, token, [i], '')
+          }
+        },
       )
     }
   }
@@ -244,7 +243,7 @@ export async function extendAll(
   const start = performance.now()
   const args = [token, ttlMs, target.lockKeys.length]
   const requests = nodes.links.map((l) =>
-    l.canVote(start) ? stamped(l, l.call(EXTEND, target.lockKeys, args)) : undefined,
+    l.canVote(start) ? l.call(EXTEND, target.lockKeys, args, true) : undefined,
   )
   const outcomes = await gather(requests, nodes.nodeTimeoutMs)
   let extended = 0
@@ -300,20 +299,15 @@ function reportStraggler(p: Promise<unknown>, node: number, timeoutMs: number, s
   )
 }
 
-/** Rejects a reply that belongs to an older connection of the node (it may have restarted since). */
-function stamped<T>(link: NodeLink, p: Promise<T>): Promise<T> {
-  const incarnation = link.incarnation
-  return p.then((v) => {
-    if (link.incarnation !== incarnation) throw notVoting
-    return v
-  })
-}
-
 function voteOf(link: NodeLink, o: Outcome<unknown>): NodeVoteStatus {
   if (o === undefined) return link.quarantined ? 'quarantined' : 'error'
   if (!o.ok) {
     if (o.undecided) return 'pending'
-    return link.quarantined ? 'quarantined' : o.timedOut ? 'timeout' : 'error'
+    return link.quarantined || o.error instanceof StaleVoteError
+      ? 'quarantined'
+      : o.timedOut
+        ? 'timeout'
+        : 'error'
   }
   const s = (o.value as AcquireReply)[0]
   return s === 1 ? 'granted' : s === 0 ? 'held' : s === 2 ? 'fenced' : 'not-owner'

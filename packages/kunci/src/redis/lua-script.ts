@@ -42,16 +42,15 @@ export function loadScript(fileUrl: URL, options: { replyWidth?: number } = {}):
  * (after a restart, a failover or SCRIPT FLUSH). EVAL also caches the script, so the next
  * call is an EVALSHA again. One round trip in the common case.
  */
-export async function runScript(
+export function runScript(
   client: RedisClient,
   script: LuaScript,
   keys: readonly string[],
   args: readonly (string | number)[],
 ): Promise<unknown> {
-  try {
-    return await client.evalsha(script.sha, keys.length, ...keys, ...args)
-  } catch (err) {
+  // Not async/await: this sits on every lock operation, and each await is another promise.
+  return client.evalsha(script.sha, keys.length, ...keys, ...args).catch((err: unknown) => {
     if (!isNoScriptError(err)) throw err
-    return await client.eval(script.source, keys.length, ...keys, ...args)
-  }
+    return client.eval(script.source, keys.length, ...keys, ...args)
+  })
 }

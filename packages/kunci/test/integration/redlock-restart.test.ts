@@ -100,6 +100,8 @@ describe('restart quarantine', () => {
       const l = await m.acquire('during', { ttlMs: 500, retryCount: 5, retryDelayMs: 50 })
       expect(l.fence).toBeGreaterThan(0)
       await l.release()
+      // Each restarted node is checked when its client reconnects (with backoff): wait for both.
+      for (let i = 0; i < 100 && quarantined.length < 2; i++) await sleep(20)
       expect(quarantined.length).toBeGreaterThanOrEqual(2)
       await sleep(1000)
       const l2 = await m.acquire('after', { ttlMs: 500 })

@@ -10,17 +10,18 @@
           fence key (string: highest fencing token granted here for the resource; persistent)
           queue key (sorted set: waiting managers by the time they started waiting; with a TTL)
   ARGV[1]: number of requests
-  then per request, 9 values:
+  then per request, 6 values (few arguments: each one costs the server and the client):
           token     random holder token, 32 characters
           ttl       lock TTL in ms
           fence     proposed fencing token (integer)
           n         number of resources
-          prev      token of the current holder to hand over from, or "" for a plain acquire
-          yield     "1": if prev is set and someone outside the holder's process waits (the lock
-                    is marked), release prev instead of handing over (fairness across processes)
-          waiter    the caller's queue name, or "" if it will not retry (then it never queues)
-          since     when the caller started waiting (ms): its place in the queue
-          queued    "1" if an earlier attempt queued the caller: a grant removes it
+          handover  "" for a plain acquire, or "<prev>|<yield>": hand over from the current
+                    holder's token prev; with yield "1", if someone outside the holder's process
+                    waits (the lock is marked), release prev instead (fairness across processes)
+          waiter    "" if the caller will not retry (then it never queues), or
+                    "<id>|<since>|<queued>": its queue name, when it started waiting (ms, its
+                    place in the queue), and "1" if an earlier attempt queued it (a grant then
+                    removes it)
 
   Returns a flat array, three integers per request (flat: nested tables cost more to return):
           1, fence, p   granted with the proposed fence (the fence keys now hold it)
@@ -47,11 +48,14 @@ local function wake(lk, qk)
 end
 
 for _ = 1, tonumber(ARGV[1]) do
-  local token, ttl, fenceArg, n, prev, yield =
-    ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5]
-  local waiter, since, queued = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
+  local token, ttl, fenceArg = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+  local n, handover, queueing = tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5]
   local fence = tonumber(fenceArg)
-  a = a + 9
+  a = a + 6
+  local prev, yield = '', '0'
+  if handover ~= '' then prev, yield = string.match(handover, '^(.*)|(.)$') end
+  local waiter, since, queued = '', '0', '0'
+  if queueing ~= '' then waiter, since, queued = string.match(queueing, '^(.*)|(.*)|(.)$') end
   local status, x, p = 1, fence, 0
 
   if prev == '' and n == 1 then
