@@ -4,13 +4,14 @@
 // Debian-like system; otherwise stops with the exact command to run.
 import { execFileSync, spawnSync } from 'node:child_process'
 
-const MIN_MAJOR = 6
+// SET ... GET (used by the lock scripts) needs Redis 6.2.
+const MIN = [6, 2]
 
 function version() {
   const r = spawnSync('redis-server', ['--version'], { encoding: 'utf8' })
   if (r.status !== 0) return null
   const m = /v=(\d+)\.(\d+)\.(\d+)/.exec(r.stdout)
-  return m ? { major: Number(m[1]), text: m[0].slice(2) } : null
+  return m ? { major: Number(m[1]), minor: Number(m[2]), text: m[0].slice(2) } : null
 }
 function has(cmd) {
   return spawnSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' }).status === 0
@@ -41,7 +42,7 @@ if (!v || !has('redis-cli')) {
     process.exit(1)
   }
 }
-if (v.major < MIN_MAJOR) {
+if (v.major < MIN[0] || (v.major === MIN[0] && v.minor < MIN[1])) {
   console.error(`[kunci] redis-server ${v.text} is too old: Redis >= 6.2 is required (7.x recommended).`)
   process.exit(1)
 }
