@@ -24,10 +24,14 @@ if (!v || !has('redis-cli')) {
     console.error('[kunci] redis-server not found: installing it with apt-get (Debian package redis-server)…')
     const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }
     execFileSync('apt-get', ['update', '-q'], { stdio: 'inherit', env })
-    execFileSync('apt-get', ['install', '-y', '-q', '--no-install-recommends', 'redis-server', 'redis-tools'], {
-      stdio: 'inherit',
-      env,
-    })
+    execFileSync(
+      'apt-get',
+      ['install', '-y', '-q', '--no-install-recommends', 'redis-server', 'redis-tools'],
+      {
+        stdio: 'inherit',
+        env,
+      },
+    )
     // The Debian package starts a service on 6379; ours start their own nodes on free ports,
     // so leave that service alone rather than stopping something the machine may rely on.
     v = version()

@@ -115,7 +115,6 @@ export async function attemptAcquire(
   const votes: NodeVote[] = new Array(n)
   let grants = 0
   let held = 0
-  let fenced = 0
   let yielded = 0
   let pttl = 0
   let prevMissingOn = 0
@@ -136,7 +135,6 @@ export async function attemptAcquire(
         held++
         if (r[1] > pttl) pttl = r[1]
       } else if (r[0] === 2) {
-        fenced++
         nodes.clock.observe(r[1])
       } else yielded++
     } else if (o && hasSubscribers(NODE_ERROR_CHANNEL)) {
