@@ -7,8 +7,8 @@ import { CacheSerializeError } from '../errors.js'
 import type { CacheEmitter } from './cache-events.js'
 import type { ResolvedEntryOptions } from './cache-options.js'
 import type { L1Entry } from './l1.js'
-import type { Serializer } from './serializer.js'
-import { decodeEntry, encodeEntry } from './serializer.js'
+import type { HeaderFields, Serializer } from './serializer.js'
+import { encodeEntry, parseHeader } from './serializer.js'
 
 /** A decoded entry: `value` is `undefined` for a cached "not found". */
 export interface Found<T> {
@@ -31,6 +31,8 @@ export class EntryCodec {
   readonly #serializer: Serializer
   readonly #events: CacheEmitter
   readonly #l1Serialize: boolean
+  // Reused by every decode: the header is copied out before the next one can run.
+  readonly #header: HeaderFields = { kind: 'v', expiresAt: 0, graceMs: 0, deltaMs: 0, payloadStart: 0 }
 
   constructor(serializer: Serializer, l1Serialize: boolean, events: CacheEmitter) {
     this.#serializer = serializer
@@ -39,16 +41,17 @@ export class EntryCodec {
   }
 
   decode<T>(key: string, raw: string): Found<T> | undefined {
-    const e = decodeEntry(raw)
+    const h = this.#header
     try {
-      if (e === undefined) throw new TypeError('not a kunci cache entry')
-      const value = e.kind === 'n' ? undefined : (this.#serializer.deserialize(e.payload) as T)
+      if (!parseHeader(raw, h)) throw new TypeError('not a kunci cache entry')
+      const payload = h.kind === 'n' ? '' : raw.slice(h.payloadStart)
+      const value = h.kind === 'n' ? undefined : (this.#serializer.deserialize(payload) as T)
       return {
         value,
-        expiresAt: e.expiresAt,
-        staleUntil: e.expiresAt + e.graceMs,
-        deltaMs: e.deltaMs,
-        payload: e.payload,
+        expiresAt: h.expiresAt,
+        staleUntil: h.expiresAt + h.graceMs,
+        deltaMs: h.deltaMs,
+        payload,
       }
     } catch (err) {
       const error = new CacheSerializeError(key, 'deserialize', { cause: err })

@@ -74,23 +74,24 @@ export class ReadThrough {
   // A hit is one GET and one promise reaction: written with `then` rather than `async` so the
   // hot path allocates no extra promises (it is what the benchmark measures against the peers).
   #read<T>(key: string, loader: Loader<T>, opts: ResolvedEntryOptions): Promise<T> {
-    const started = Date.now()
+    const deadline = Date.now() + opts.hardTimeoutMs
     const prefix = this.#c.options.prefix
     const mark = this.#c.l1Mark()
     return this.#c.client.get(valueKey(prefix, key)).then(
       (raw) => {
         const found = raw === null ? undefined : this.#c.codec.decode<T>(key, raw)
-        if (found !== undefined && found.expiresAt > Date.now()) {
+        const now = Date.now()
+        if (found !== undefined && found.expiresAt > now) {
           this.#inflight.delete(key)
           this.#c.l1Fill(key, found, mark)
           if (this.#c.events.has('hit')) this.#c.events.emit('hit', { key, tier: 'l2' })
-          this.refreshEarly(key, loader, opts, found)
+          this.refreshEarly(key, loader, opts, found, now)
           return found.value as T
         }
         this.#c.events.emit('miss', { key })
-        const stale = found !== undefined && Date.now() < found.staleUntil ? found : undefined
+        const stale = found !== undefined && now < found.staleUntil ? found : undefined
         const keys = entryKeys(prefix, key)
-        return this.#done(key, this.#contend(key, keys, loader, opts, started + opts.hardTimeoutMs, stale))
+        return this.#done(key, this.#contend(key, keys, loader, opts, deadline, stale))
       },
       (err: unknown) =>
         this.#done(key, this.#degraded(key, entryKeys(prefix, key), loader, opts, 'read', err, undefined)),
@@ -271,8 +272,13 @@ export class ReadThrough {
     )
   }
 
-  refreshEarly<T>(key: string, loader: Loader<T>, opts: ResolvedEntryOptions, found: Found<T>): void {
-    const now = Date.now()
+  refreshEarly<T>(
+    key: string,
+    loader: Loader<T>,
+    opts: ResolvedEntryOptions,
+    found: Found<T>,
+    now = Date.now(),
+  ): void {
     if (!shouldRefreshEarly(now, found.expiresAt, found.deltaMs, opts.beta)) return
     if (this.#refreshing.has(key) || this.#c.isClosed()) return
     this.#refreshing.add(key)

@@ -55,19 +55,63 @@ export function encodeEntry(
   return kind + expiresAt + ':' + graceMs + ':' + deltaMs + ':' + payload
 }
 
+/** The header fields, filled in place by `parseHeader` (no allocation on the hit path). */
+export interface HeaderFields {
+  kind: EntryKind
+  expiresAt: number
+  graceMs: number
+  deltaMs: number
+  /** Index of the first payload character in the raw text. */
+  payloadStart: number
+}
+
+/**
+ * Reads the header of `raw` into `out`; false when the text was not written by this cache
+ * (foreign or corrupt). Digits are accumulated by hand: a hit parses three numbers and slicing
+ * them into strings first would be three garbage strings per read.
+ */
+export function parseHeader(raw: string, out: HeaderFields): boolean {
+  const kind = raw.charCodeAt(0)
+  if (kind !== 0x76 /* v */ && kind !== 0x6e /* n */) return false
+  let i = digitsThenColon(raw, 1)
+  if (i < 0) return false
+  out.expiresAt = parsed
+  i = digitsThenColon(raw, i)
+  if (i < 0) return false
+  out.graceMs = parsed
+  i = digitsThenColon(raw, i)
+  if (i < 0) return false
+  out.deltaMs = parsed
+  out.kind = kind === 0x76 ? 'v' : 'n'
+  out.payloadStart = i
+  return true
+}
+
+let parsed = 0
+
+/** Reads 1-16 digits at `raw[i]` and the ':' after them: the index after ':' (number in `parsed`), or -1. */
+function digitsThenColon(raw: string, i: number): number {
+  const start = i
+  let n = 0
+  let c = raw.charCodeAt(i)
+  while (c >= 0x30 && c <= 0x39) {
+    n = n * 10 + (c - 0x30)
+    c = raw.charCodeAt(++i)
+  }
+  if (i === start || i - start > 16 || c !== 0x3a /* : */) return -1
+  parsed = n
+  return i + 1
+}
+
 /** Parses the header; `undefined` when the text was not written by this cache (foreign or corrupt). */
 export function decodeEntry(raw: string): DecodedEntry | undefined {
-  const kind = raw.charCodeAt(0)
-  if (kind !== 0x76 /* v */ && kind !== 0x6e /* n */) return undefined
-  const a = raw.indexOf(':', 1)
-  const b = a < 0 ? -1 : raw.indexOf(':', a + 1)
-  const c = b < 0 ? -1 : raw.indexOf(':', b + 1)
-  if (c < 0) return undefined
-  const expiresAt = Number(raw.slice(1, a))
-  const graceMs = Number(raw.slice(a + 1, b))
-  const deltaMs = Number(raw.slice(b + 1, c))
-  if (!Number.isInteger(expiresAt) || !Number.isInteger(graceMs) || !Number.isInteger(deltaMs) || a === 1) {
-    return undefined
+  const h: HeaderFields = { kind: 'v', expiresAt: 0, graceMs: 0, deltaMs: 0, payloadStart: 0 }
+  if (!parseHeader(raw, h)) return undefined
+  return {
+    kind: h.kind,
+    expiresAt: h.expiresAt,
+    graceMs: h.graceMs,
+    deltaMs: h.deltaMs,
+    payload: raw.slice(h.payloadStart),
   }
-  return { kind: kind === 0x76 ? 'v' : 'n', expiresAt, graceMs, deltaMs, payload: raw.slice(c + 1) }
 }

@@ -179,8 +179,12 @@ export function shouldRefreshEarly(
   expiresAt: number,
   deltaMs: number,
   beta: number,
-  random: number = Math.random(),
+  random?: number,
 ): boolean {
   if (beta <= 0 || deltaMs <= 0) return false
-  return now - deltaMs * beta * Math.log(random) >= expiresAt
+  // Math.random() is a multiple of 2^-53, so −ln(rand) ≤ 53·ln 2 < 37: further from expiry than
+  // that many δ·β no draw can trigger (a draw of exactly 0, chance 2^-53, is ignored), and the
+  // hit skips the random number and the logarithm.
+  if (expiresAt - now > 37 * deltaMs * beta) return false
+  return now - deltaMs * beta * Math.log(random ?? Math.random()) >= expiresAt
 }

@@ -19,12 +19,22 @@ describe('cache entry encoding', () => {
     expect(decodeEntry(encodeEntry('v', 1, 0, 0, '""'))).toMatchObject({ kind: 'v', payload: '""' })
   })
 
-  it.each(['', 'x1:2:3:', 'v', 'v1:2:3', 'v:1:2:x', 'va:1:2:x', 'v1:b:2:x', 'v1:2:c:x', '{"json":1}'])(
-    'rejects foreign text %j',
-    (raw) => {
-      expect(decodeEntry(raw)).toBeUndefined()
-    },
-  )
+  it.each([
+    '',
+    'x1:2:3:',
+    'v',
+    'v1:2:3',
+    'v:1:2:x',
+    'va:1:2:x',
+    'v1:b:2:x',
+    'v1:2:c:x',
+    'v-1:2:3:x',
+    'v1e3:0:0:x',
+    `v${'9'.repeat(17)}:0:0:x`,
+    '{"json":1}',
+  ])('rejects foreign text %j', (raw) => {
+    expect(decodeEntry(raw)).toBeUndefined()
+  })
 })
 
 describe('jsonSerializer', () => {
