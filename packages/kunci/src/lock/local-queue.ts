@@ -1,4 +1,7 @@
+import { AcquireAbortedError, ClosedError, LockNotAcquiredError } from '../errors.js'
 import type { Lock } from './lock.js'
+import type { ResolvedAcquireOptions } from './lock-options.js'
+import type { LockTarget } from './node-ops.js'
 
 /** A caller queued behind a holder in this process. */
 export interface LocalWaiter {
@@ -28,6 +31,54 @@ export class ResourceQueue {
 
   get idle(): boolean {
     return !this.holder && !this.active && this.waiters.length === 0
+  }
+
+  /**
+   * Queues a caller behind the local holder or active caller. Resolves with a handed-over lock,
+   * or with its turn to try Redis ('wait': the last hand-over yielded, wait before trying).
+   * Rejects when the deadline passes, the signal aborts, or the manager closes.
+   */
+  enqueue(
+    target: LockTarget,
+    opts: ResolvedAcquireOptions,
+    deadline: number,
+    signal: AbortSignal | undefined,
+    closed: () => boolean,
+  ): Promise<Lock | 'try' | 'wait'> {
+    return new Promise((resolve, reject) => {
+      const cleanup = () => {
+        clearTimeout(timer)
+        signal?.removeEventListener('abort', onAbort)
+      }
+      const w: LocalWaiter = {
+        ttlMs: opts.ttlMs,
+        driftMs: opts.driftMs,
+        handTo: (lock) => {
+          cleanup()
+          resolve(lock)
+        },
+        promote: (wait) => {
+          cleanup()
+          if (closed()) reject(new ClosedError('This lock manager'))
+          else resolve(wait ? 'wait' : 'try')
+        },
+      }
+      const onAbort = () => {
+        if (!this.remove(w)) return
+        cleanup()
+        reject(new AcquireAbortedError(target.resources, { cause: signal!.reason }))
+      }
+      const timer = setTimeout(
+        () => {
+          if (!this.remove(w)) return
+          cleanup()
+          reject(new LockNotAcquiredError(target.resources, 0, []))
+        },
+        Math.max(0, deadline - performance.now()),
+      )
+      signal?.addEventListener('abort', onAbort, { once: true })
+      this.waiters.push(w)
+    })
   }
 
   remove(w: LocalWaiter): boolean {

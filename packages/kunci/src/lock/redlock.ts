@@ -6,8 +6,7 @@ import {
   LockNotAcquiredError,
   LockUnavailableError,
 } from '../errors.js'
-import { lockKeys } from '../redis/keys.js'
-import { isClusterClient, type RedisClient } from '../redis/lua-script.js'
+import type { RedisClient } from '../redis/lua-script.js'
 import {
   ACQUIRED_CHANNEL,
   CONTENTION_CHANNEL,
@@ -30,6 +29,7 @@ import {
   resolveManagerOptions,
   type UsingOptions,
 } from './lock-options.js'
+import { buildTarget, checkClients } from './lock-target.js'
 import { NodeLink } from './node-link.js'
 import {
   type AttemptResult,
@@ -113,7 +113,9 @@ export class Redlock implements LockOwner {
     const direct = opts.retryCount === 0
     let waitFirst = false
     if (!direct && !q.idle) {
-      const outcome = await this.#enqueue(q, target, opts, deadline, signal)
+      const waiting = q.enqueue(target, opts, deadline, signal, () => this.#closed)
+      if (q.holder) this.#watch(name, q)
+      const outcome = await waiting
       if (outcome instanceof Lock) return outcome
       waitFirst = outcome === 'wait'
     } else if (!direct) q.active = true
@@ -206,25 +208,7 @@ export class Redlock implements LockOwner {
 
   /** Validates resources and builds their keys. Overridden by the single-node lock for cluster checks. */
   protected target(resources: string | readonly string[]): LockTarget {
-    const list = typeof resources === 'string' ? [resources] : resources
-    if (!Array.isArray(list) || list.length === 0) {
-      throw new InvalidOptionError('resources', 'expected a non-empty string or a non-empty array of strings')
-    }
-    const seen = new Set<string>()
-    const acquireKeys: string[] = []
-    const releaseKeys: string[] = []
-    const lockKeyList: string[] = []
-    for (const r of list) {
-      if (typeof r !== 'string' || r.length === 0)
-        throw new InvalidOptionError('resources', 'every resource must be a non-empty string')
-      if (seen.has(r)) throw new InvalidOptionError('resources', `"${r}" is listed twice`)
-      seen.add(r)
-      const k = lockKeys(this.options.prefix, r)
-      acquireKeys.push(k.lock, k.fence, k.queue)
-      releaseKeys.push(k.lock, k.queue)
-      lockKeyList.push(k.lock)
-    }
-    return { resources: Object.freeze([...list]), acquireKeys, releaseKeys, lockKeys: lockKeyList }
+    return buildTarget(this.options.prefix, resources)
   }
 
   /** Hook for the single-node lock (WAIT for replicas). */
@@ -340,51 +324,6 @@ export class Redlock implements LockOwner {
     return err
   }
 
-  /** Queues behind the local holder or active caller; resolves with a handed-over lock or a turn to try. */
-  #enqueue(
-    q: ResourceQueue,
-    target: LockTarget,
-    opts: ResolvedAcquireOptions,
-    deadline: number,
-    signal: AbortSignal | undefined,
-  ): Promise<Lock | 'try' | 'wait'> {
-    return new Promise((resolve, reject) => {
-      const cleanup = () => {
-        clearTimeout(timer)
-        signal?.removeEventListener('abort', onAbort)
-      }
-      const w: LocalWaiter = {
-        ttlMs: opts.ttlMs,
-        driftMs: opts.driftMs,
-        handTo: (lock) => {
-          cleanup()
-          resolve(lock)
-        },
-        promote: (wait) => {
-          cleanup()
-          if (this.#closed) reject(new ClosedError('This lock manager'))
-          else resolve(wait ? 'wait' : 'try')
-        },
-      }
-      const onAbort = () => {
-        if (!q.remove(w)) return
-        cleanup()
-        reject(new AcquireAbortedError(target.resources, { cause: signal!.reason }))
-      }
-      const timer = setTimeout(
-        () => {
-          if (!q.remove(w)) return
-          cleanup()
-          reject(new LockNotAcquiredError(target.resources, 0, []))
-        },
-        Math.max(0, deadline - performance.now()),
-      )
-      signal?.addEventListener('abort', onAbort, { once: true })
-      q.waiters.push(w)
-      if (q.holder) this.#watch(target.resources[0]!, q)
-    })
-  }
-
   async #handOver(name: string, q: ResourceQueue, lock: Lock, next: LocalWaiter): Promise<void> {
     q.active = true
     const yieldToOthers = q.handoffs >= this.options.maxLocalHandoffs
@@ -473,40 +412,4 @@ export class Redlock implements LockOwner {
       this.#watch(lock.resources[0]!, q)
     }
   }
-}
-
-function checkClients(clients: unknown): asserts clients is readonly RedisClient[] {
-  if (!Array.isArray(clients) || clients.length === 0) {
-    throw new InvalidOptionError(
-      'clients',
-      'expected a non-empty array of ioredis clients, one per independent Redis node',
-    )
-  }
-  const seen = new Map<string, number>()
-  clients.forEach((c, i) => {
-    if (
-      !c ||
-      typeof (c as RedisClient).evalsha !== 'function' ||
-      typeof (c as RedisClient).duplicate !== 'function'
-    ) {
-      throw new InvalidOptionError('clients', `clients[${i}] is not an ioredis client`)
-    }
-    if (clients.indexOf(c) !== i)
-      throw new InvalidOptionError(
-        'clients',
-        `clients[${i}] is the same client as clients[${clients.indexOf(c)}]`,
-      )
-    if (!isClusterClient(c)) {
-      const o = c.options
-      const where = o.path ? o.path : `${o.host ?? 'localhost'}:${o.port ?? 6379}/${o.db ?? 0}`
-      const j = seen.get(where)
-      if (j !== undefined) {
-        throw new InvalidOptionError(
-          'clients',
-          `clients[${i}] and clients[${j}] both point at ${where}: Redlock needs independent nodes`,
-        )
-      }
-      seen.set(where, i)
-    }
-  })
 }

@@ -1,0 +1,65 @@
+import { InvalidOptionError } from '../errors.js'
+import { lockKeys } from '../redis/keys.js'
+import { isClusterClient, type RedisClient } from '../redis/lua-script.js'
+import type { LockTarget } from './node-ops.js'
+
+/** Validates the resources of one acquisition and builds their keys once. */
+export function buildTarget(prefix: string, resources: string | readonly string[]): LockTarget {
+  const list = typeof resources === 'string' ? [resources] : resources
+  if (!Array.isArray(list) || list.length === 0) {
+    throw new InvalidOptionError('resources', 'expected a non-empty string or a non-empty array of strings')
+  }
+  const seen = new Set<string>()
+  const acquireKeys: string[] = []
+  const releaseKeys: string[] = []
+  const lockKeyList: string[] = []
+  for (const r of list) {
+    if (typeof r !== 'string' || r.length === 0) {
+      throw new InvalidOptionError('resources', 'every resource must be a non-empty string')
+    }
+    if (seen.has(r)) throw new InvalidOptionError('resources', `"${r}" is listed twice`)
+    seen.add(r)
+    const k = lockKeys(prefix, r)
+    acquireKeys.push(k.lock, k.fence, k.queue)
+    releaseKeys.push(k.lock, k.queue)
+    lockKeyList.push(k.lock)
+  }
+  return { resources: Object.freeze([...list]), acquireKeys, releaseKeys, lockKeys: lockKeyList }
+}
+
+/** Rejects an empty client list, non-clients, and two clients for one node. */
+export function checkClients(clients: unknown): asserts clients is readonly RedisClient[] {
+  if (!Array.isArray(clients) || clients.length === 0) {
+    throw new InvalidOptionError(
+      'clients',
+      'expected a non-empty array of ioredis clients, one per independent Redis node',
+    )
+  }
+  const seen = new Map<string, number>()
+  clients.forEach((c, i) => {
+    if (
+      !c ||
+      typeof (c as RedisClient).evalsha !== 'function' ||
+      typeof (c as RedisClient).duplicate !== 'function'
+    ) {
+      throw new InvalidOptionError('clients', `clients[${i}] is not an ioredis client`)
+    }
+    if (clients.indexOf(c) !== i)
+      throw new InvalidOptionError(
+        'clients',
+        `clients[${i}] is the same client as clients[${clients.indexOf(c)}]`,
+      )
+    if (!isClusterClient(c)) {
+      const o = c.options
+      const where = o.path ? o.path : `${o.host ?? 'localhost'}:${o.port ?? 6379}/${o.db ?? 0}`
+      const j = seen.get(where)
+      if (j !== undefined) {
+        throw new InvalidOptionError(
+          'clients',
+          `clients[${i}] and clients[${j}] both point at ${where}: Redlock needs independent nodes`,
+        )
+      }
+      seen.set(where, i)
+    }
+  })
+}
