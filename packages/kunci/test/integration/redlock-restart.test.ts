@@ -141,6 +141,29 @@ describe('outage of a majority', () => {
   })
 })
 
+describe('a majority of nodes paused (SIGSTOP)', () => {
+  it('answers E_LOCK_UNAVAILABLE within the stated bound instead of hanging, and recovers on resume', async () => {
+    const f = await fixture()
+    const m = manager(f, { quarantine: false })
+    await m.acquire('warm', { ttlMs: 1000 }).then((l) => l.release())
+    const paused = f.set.nodes.slice(2)
+    for (const n of paused) n.pause()
+    try {
+      const opts = { ttlMs: 1000, retryCount: 1, retryDelayMs: 50, retryJitterMs: 0 }
+      const bound = (opts.retryCount + 1) * 150 + opts.retryCount * opts.retryDelayMs
+      const t0 = performance.now()
+      const err = (await m.acquire('p', opts).catch((e: unknown) => e)) as { code: string }
+      expect(err.code).toBe('E_LOCK_UNAVAILABLE')
+      expect(performance.now() - t0).toBeLessThan(bound + 250)
+    } finally {
+      for (const n of paused) n.resume()
+    }
+    const l = await m.acquire('p', { ttlMs: 1000, retryCount: 20, retryDelayMs: 50 })
+    expect(l.fence).toBeGreaterThan(0)
+    await l.release()
+  })
+})
+
 async function eventuallyOnAll(f: Fixture, key: string, value: string) {
   const cs = f.clients()
   const end = performance.now() + 2000
