@@ -116,7 +116,8 @@ export async function attemptAcquire(
   let grants = 0
   let held = 0
   let yielded = 0
-  let pttl = 0
+  // -1: no holder reported a TTL (a key without expiry is not an expiry to wait for).
+  let pttl = -1
   let prevMissingOn = 0
   for (let i = 0; i < n; i++) {
     const o = outcomes[i]
@@ -243,7 +244,13 @@ export async function extendAll(
   const requests = nodes.links.map((l) =>
     l.canVote(start) ? l.call(EXTEND, target.lockKeys, args, true) : undefined,
   )
-  const outcomes = await gather(requests, nodes.nodeTimeoutMs)
+  const refusable = nodes.links.length - nodes.quorum
+  const outcomes = await gather(requests, nodes.nodeTimeoutMs, (out) => {
+    let ok = 0
+    let no = 0
+    for (const o of out) if (o?.ok) Number(o.value) === 1 ? ok++ : no++
+    return ok >= nodes.quorum || no > refusable
+  })
   let extended = 0
   let answered = 0
   const votes = outcomes.map((o, i): NodeVote => {

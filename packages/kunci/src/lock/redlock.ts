@@ -281,8 +281,9 @@ export class Redlock implements LockOwner {
         // covers a holder that crashed (its TTL) or a lost message, so it can be rare.
         if (r.kind === 'held' && waiter)
           delay = Math.max(delay, Math.min(QUEUED_POLL_MS, deadline - performance.now()))
-        // The holder's key expires after pttl even if its release never comes.
-        if (r.kind === 'held' && r.pttl + 1 < delay) delay = r.pttl + 1
+        // The holder's key expires after pttl even if its release never comes. (-1: no holder
+        // reported a TTL, e.g. a foreign key without expiry: nothing to wait for.)
+        if (r.kind === 'held' && r.pttl >= 0 && r.pttl + 1 < delay) delay = r.pttl + 1
         await this.#notifier.wait(target.lockKeys, delay, signal)
       }
     } finally {

@@ -1,4 +1,4 @@
-import type { RedisClient } from '../redis/lua-script.js'
+import { isClusterClient, type RedisClient } from '../redis/lua-script.js'
 
 type Wake = () => void
 
@@ -146,7 +146,12 @@ export class ReleaseNotifier {
     for (let i = 0; i < this.#clients.length; i++) {
       let sub = this.#subscribers[i]
       if (!sub) {
-        sub = this.#clients[i]!.duplicate()
+        // The user's clients may disable the offline queue (recommended for lock nodes); our
+        // subscriber must not: a SUBSCRIBE made while it connects would fail silently.
+        const client = this.#clients[i]!
+        sub = isClusterClient(client)
+          ? client.duplicate(undefined, { enableOfflineQueue: true })
+          : client.duplicate({ enableOfflineQueue: true })
         // Errors surface as failed commands; reconnects resubscribe on their own.
         sub.on('error', () => {})
         sub.on('message', this.#onMessage)

@@ -67,13 +67,17 @@ for _ = 1, tonumber(ARGV[1]) do
         redis.call('SET', fk, old)
         redis.call('DEL', lk)
         status, x = 2, tonumber(old)
-      elseif queued == '1' then
-        redis.call('ZREM', qk, waiter)
+      else
+        if queued == '1' then redis.call('ZREM', qk, waiter) end
+        -- Others still queued (we were woken, or came in ahead of them): mark the lock so
+        -- that our release wakes the next one.
+        if redis.call('EXISTS', qk) == 1 then redis.call('SETRANGE', lk, TOKEN_LENGTH, MARK) end
       end
     else
       status, x = 0, redis.call('PTTL', lk)
-      redis.call('SETRANGE', lk, TOKEN_LENGTH, MARK)
+      -- Only a caller that will wait marks the lock and queues: a release then wakes someone.
       if waiter ~= '' then
+        redis.call('SETRANGE', lk, TOKEN_LENGTH, MARK)
         redis.call('ZADD', qk, 'NX', since, waiter)
         redis.call('PEXPIRE', qk, 2 * ttl + 1000)
       end
@@ -93,7 +97,7 @@ for _ = 1, tonumber(ARGV[1]) do
         held = true
         local t = redis.call('PTTL', lk)
         if t > x then x = t end
-        if #v == TOKEN_LENGTH then redis.call('SETRANGE', lk, TOKEN_LENGTH, MARK) end
+        if waiter ~= '' and #v == TOKEN_LENGTH then redis.call('SETRANGE', lk, TOKEN_LENGTH, MARK) end
         if waiter ~= '' then
           redis.call('ZADD', KEYS[k + 3 * r + 2], 'NX', since, waiter)
           redis.call('PEXPIRE', KEYS[k + 3 * r + 2], 2 * ttl + 1000)
@@ -112,9 +116,12 @@ for _ = 1, tonumber(ARGV[1]) do
       if held then status = 0 else status, x = 3, 0 end
     else
       for r = 0, n - 1 do
-        -- A hand-over keeps the waiters' mark, so the new holder's release still wakes them.
+        local qk = KEYS[k + 3 * r + 2]
+        if queued == '1' then redis.call('ZREM', qk, waiter) end
+        -- Mark the lock while others wait (a hand-over keeps prev's mark), so that the new
+        -- holder's release wakes the next one.
         local v = cur[r]
-        local marked = v and #v > TOKEN_LENGTH
+        local marked = (v and #v > TOKEN_LENGTH) or redis.call('EXISTS', qk) == 1
         redis.call('SET', KEYS[k + 3 * r], marked and (token .. MARK) or token, 'PX', ttl)
       end
       local old, highest = {}, 0
@@ -134,8 +141,6 @@ for _ = 1, tonumber(ARGV[1]) do
           if waiting then wake(KEYS[k + 3 * r], KEYS[k + 3 * r + 2]) end
         end
         status, x = 2, highest
-      elseif queued == '1' then
-        for r = 0, n - 1 do redis.call('ZREM', KEYS[k + 3 * r + 2], waiter) end
       end
     end
   end

@@ -1,0 +1,136 @@
+/**
+ * How waiters are woken: the oldest queued manager first, without polling storms, with the
+ * client settings recommended for lock nodes, and without marking a lock for callers that will
+ * not wait.
+ */
+import { channel } from 'node:diagnostics_channel'
+import type { Redis } from 'ioredis'
+import { LockNotAcquiredError, Redlock, type RedlockOptions } from 'kunci'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type Fixture, ready, sleep, startFixture } from '../support/nodes.js'
+
+let fx: Fixture
+let clients: Redis[]
+const managers: Redlock[] = []
+beforeAll(async () => {
+  fx = await startFixture({ count: 5 })
+  clients = fx.clients()
+  await ready(clients)
+})
+afterAll(async () => {
+  for (const m of managers) await m.close()
+  await fx?.stop()
+})
+
+function pod(o: Partial<RedlockOptions> = {}, clientOptions = {}): Redlock {
+  const m = new Redlock({ clients: fx.clients(clientOptions), quarantine: false, onWarning: () => {}, ...o })
+  managers.push(m)
+  return m
+}
+let n = 0
+const res = () => `wait-${++n}`
+
+describe('waking waiters', () => {
+  it('wakes queued managers one at a time, oldest first', async () => {
+    const holder = pod()
+    const r = res()
+    const first = await holder.acquire(r, { ttlMs: 10_000 })
+    const order: string[] = []
+    const waiters = ['A', 'B', 'C'].map((name) => ({ name, m: pod() }))
+    const done: Promise<void>[] = []
+    for (const w of waiters) {
+      done.push(
+        w.m.acquire(r, { ttlMs: 10_000, retryDelayMs: 5000, retryJitterMs: 0 }).then(async (lock) => {
+          order.push(w.name)
+          await sleep(20)
+          await lock.release()
+        }),
+      )
+      await sleep(60) // each one queues after the previous one
+    }
+    const t0 = performance.now()
+    await first.release()
+    await Promise.all(done)
+    expect(order).toEqual(['A', 'B', 'C'])
+    // Every hand-over came from a release notification, not from the 5 s retry delay.
+    expect(performance.now() - t0).toBeLessThan(2000)
+  })
+
+  it('with the recommended client settings (no offline queue, no resend) a release still wakes the waiter at once', async () => {
+    const settings = { enableOfflineQueue: false, autoResendUnfulfilledCommands: false }
+    const a = pod({}, settings)
+    const b = pod({}, settings)
+    await sleep(200) // connections up; enableOfflineQueue: false refuses commands before that
+    const r = res()
+    const lock = await a.acquire(r, { ttlMs: 10_000 })
+    const waiting = b.acquire(r, { retryDelayMs: 3000, retryJitterMs: 0 })
+    await sleep(150)
+    const t0 = performance.now()
+    await lock.release()
+    const next = await waiting
+    expect(performance.now() - t0).toBeLessThan(500)
+    await next.release()
+  })
+
+  it('a caller that will not retry neither marks the lock nor queues', async () => {
+    const holder = pod()
+    const r = res()
+    const lock = await holder.acquire(r, { ttlMs: 5000 })
+    await expect(pod().acquire(r, { retryCount: 0 })).rejects.toBeInstanceOf(LockNotAcquiredError)
+    expect(await clients[0]!.get(`kunci:{${r}}`)).toBe(lock.token)
+    expect(await clients[0]!.exists(`kunci:{${r}}:q`)).toBe(0)
+    await lock.release()
+  })
+
+  it('a foreign key without a TTL under the lock name does not make callers spin', async () => {
+    const r = res()
+    await Promise.all(clients.map((c) => c.set(`kunci:{${r}}`, 'x'.repeat(32))))
+    const t0 = performance.now()
+    const err = await pod()
+      .acquire(r, { retryCount: 3, retryDelayMs: 100, retryJitterMs: 0, acquireTimeoutMs: 10_000 })
+      .catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(LockNotAcquiredError)
+    // Three retries at >= 100 ms each (back-off: 100, 200, 400 ms), not four attempts in a few ms.
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(300)
+    await Promise.all(clients.map((c) => c.del(`kunci:{${r}}`, `kunci:{${r}}:q`)))
+  })
+})
+
+describe('events', () => {
+  it('a hand-over inside one process publishes kunci:lock:acquired with handedOver', async () => {
+    const seen: { handedOver?: boolean }[] = []
+    const fn = (m: unknown) => seen.push(m as { handedOver?: boolean })
+    channel('kunci:lock:acquired').subscribe(fn)
+    try {
+      const m = pod()
+      const r = res()
+      const first = await m.acquire(r, { ttlMs: 2000 })
+      const second = m.acquire(r, { ttlMs: 2000 })
+      await sleep(20)
+      await first.release()
+      await (await second).release()
+    } finally {
+      channel('kunci:lock:acquired').unsubscribe(fn)
+    }
+    expect(seen.filter((m) => m.handedOver === true).length).toBe(1)
+  })
+
+  it('a paused node that the quorum decided without is still reported on kunci:lock:node-error', async () => {
+    const errors: { node: number; status: string }[] = []
+    const fn = (m: unknown) => errors.push(m as { node: number; status: string })
+    channel('kunci:lock:node-error').subscribe(fn)
+    const m = pod({ nodeTimeoutMs: 150 })
+    await m.acquire(res(), { ttlMs: 1000 }).then((l) => l.release())
+    const node = fx.set.nodes[4]!
+    node.pause()
+    try {
+      const lock = await m.acquire(res(), { ttlMs: 1000 })
+      await sleep(300)
+      expect(errors.some((e) => e.node === 4 && e.status === 'timeout')).toBe(true)
+      await lock.release()
+    } finally {
+      node.resume()
+      channel('kunci:lock:node-error').unsubscribe(fn)
+    }
+  })
+})
