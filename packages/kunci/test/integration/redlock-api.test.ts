@@ -227,6 +227,10 @@ describe('cancellation', () => {
     const err = await p.catch((e: unknown) => e)
     expect(performance.now() - t0).toBeLessThan(100)
     expect(err).toBeInstanceOf(AcquireAbortedError)
+    // It left the nodes' wait queues too, so no release will try to wake it.
+    await eventually(async () =>
+      expect(await Promise.all(clients.map((c) => c.zcard(`${lockKey(r)}:q`)))).toEqual(clients.map(() => 0)),
+    )
     await lock.release()
     await sleep(50)
     expect(await valuesOf(lockKey(r))).toEqual(clients.map(() => null))
