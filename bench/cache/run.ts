@@ -4,6 +4,7 @@
  * here. Not a test: it measures and writes bench/cache/RESULTS.md.
  *
  *   npx tsx bench/cache/run.ts [--reps 5] [--seconds 1.5] [--concurrency 64] [--storm-reps 3]
+ *   npx tsx bench/cache/run.ts --render bench/results/cache-<date>-<commit>.json   (rewrite RESULTS.md)
  *
  * Hit phase: every contender is warmed with the same 1,000 keys, then repetitions run the
  * contenders interleaved (rotating order each round), each for `seconds` with `concurrency`
@@ -25,7 +26,7 @@ import {
   ioredisClient,
   type Target,
 } from './contenders.js'
-import { formatResults, type HitSample, type StormSample } from './report.js'
+import { type Env, formatResults, type HitSample, type StormSample } from './report.js'
 
 const { values: args } = parseArgs({
   options: {
@@ -33,8 +34,18 @@ const { values: args } = parseArgs({
     seconds: { type: 'string', default: '1.5' },
     concurrency: { type: 'string', default: '64' },
     'storm-reps': { type: 'string', default: '3' },
+    render: { type: 'string' },
   },
 })
+if (args.render !== undefined) {
+  const saved = JSON.parse(readFileSync(args.render, 'utf8')) as {
+    env: Env
+    hits: HitSample[]
+    storms: StormSample[]
+  }
+  writeFileSync(new URL('./RESULTS.md', import.meta.url), formatResults(saved.env, saved.hits, saved.storms))
+  process.exit(0)
+}
 const REPS = Number(args.reps)
 const SECONDS = Number(args.seconds)
 const CONCURRENCY = Number(args.concurrency)
