@@ -71,6 +71,22 @@ describe('Cache on a standalone Redis: values', () => {
     expect(await cache.getOrSet({ key: 'a', loader: () => 7 })).toBe(7)
   })
 
+  it('uses a pluggable serializer (here one that keeps BigInt)', async () => {
+    const bigintJson = {
+      serialize: (v: unknown) =>
+        JSON.stringify(v, (_k, x) => (typeof x === 'bigint' ? { $bigint: x.toString() } : x)),
+      deserialize: (t: string) =>
+        JSON.parse(t, (_k, x) =>
+          x !== null && typeof x === 'object' && '$bigint' in x ? BigInt(x.$bigint) : x,
+        ),
+    }
+    const prefix = uniquePrefix('serializer')
+    const cache = newCache({ prefix, serializer: bigintJson })
+    await cache.set({ key: 'k', value: { n: 2n ** 70n } })
+    expect(await cache.get('k')).toEqual({ n: 2n ** 70n })
+    expect(await client.get(entryKeys(prefix, 'k').value)).toContain('$bigint')
+  })
+
   it('rejects bad input at once with a typed error and a code', async () => {
     const cache = newCache({ prefix: uniquePrefix('bad') })
     const loader = () => 1
