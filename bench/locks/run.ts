@@ -2,8 +2,9 @@
  * Lock benchmark: kunci against node-redlock, @sesamecare-oss/redlock, redlock-universal and
  * redis-semaphore on 5 local redis-server nodes, interleaved rounds, medians with min–max.
  *
- *   npm run build && npx tsx bench/locks/run.ts [--quick] [--rounds N] [--libs a,b,...]
- *     [--phases a-c1,a-c64,b-contended,c-single-c64] [--retry-delay MS] [--retry-jitter MS]
+ *   npm run bench:locks [-- <flags as below>]   (ensure-redis, build, then this script)
+ *   npx tsx bench/locks/run.ts [--quick] [--rounds N] [--libs a,b,...]   (after npm run build)
+ *     [--phases a-c1,a-c64,b-contended,b-isolated,c-single-c64] [--retry-delay MS] [--retry-jitter MS]
  *
  * See bench/RESULTS.md for what each phase measures and how to read the numbers.
  */
