@@ -68,10 +68,13 @@ for _ = 1, tonumber(ARGV[1]) do
         redis.call('DEL', lk)
         status, x = 2, tonumber(old)
       else
-        if queued == '1' then redis.call('ZREM', qk, waiter) end
-        -- Others still queued (we were woken, or came in ahead of them): mark the lock so
-        -- that our release wakes the next one.
-        if redis.call('EXISTS', qk) == 1 then redis.call('SETRANGE', lk, TOKEN_LENGTH, MARK) end
+        -- A queued caller that got the lock (it was woken in turn) marks it if others still
+        -- wait, so its release wakes the next one. (A newcomer that got in first is marked by
+        -- the woken waiter's failed attempt instead: no extra call on the uncontended path.)
+        if queued == '1' then
+          redis.call('ZREM', qk, waiter)
+          if redis.call('EXISTS', qk) == 1 then redis.call('SETRANGE', lk, TOKEN_LENGTH, MARK) end
+        end
       end
     else
       status, x = 0, redis.call('PTTL', lk)
@@ -118,10 +121,11 @@ for _ = 1, tonumber(ARGV[1]) do
       for r = 0, n - 1 do
         local qk = KEYS[k + 3 * r + 2]
         if queued == '1' then redis.call('ZREM', qk, waiter) end
-        -- Mark the lock while others wait (a hand-over keeps prev's mark), so that the new
-        -- holder's release wakes the next one.
+        -- Mark the lock while others wait, so that the new holder's release wakes the next one.
+        -- A hand-over keeps prev's mark (waiters mark the lock they fail on); a queued caller
+        -- checks the queue.
         local v = cur[r]
-        local marked = (v and #v > TOKEN_LENGTH) or redis.call('EXISTS', qk) == 1
+        local marked = (v and #v > TOKEN_LENGTH) or (queued == '1' and redis.call('EXISTS', qk) == 1)
         redis.call('SET', KEYS[k + 3 * r], marked and (token .. MARK) or token, 'PX', ttl)
       end
       local old, highest = {}, 0
