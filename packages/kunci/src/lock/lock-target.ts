@@ -5,6 +5,16 @@ import type { LockTarget } from './node-ops.js'
 
 /** Validates the resources of one acquisition and builds their keys once. */
 export function buildTarget(prefix: string, resources: string | readonly string[]): LockTarget {
+  if (typeof resources === 'string' && resources.length > 0) {
+    // The common case, without the duplicate check.
+    const k = lockKeys(prefix, resources)
+    return {
+      resources: Object.freeze([resources]),
+      acquireKeys: [k.lock, k.fence, k.queue],
+      releaseKeys: [k.lock, k.queue],
+      lockKeys: [k.lock],
+    }
+  }
   const list = typeof resources === 'string' ? [resources] : resources
   if (!Array.isArray(list) || list.length === 0) {
     throw new InvalidOptionError('resources', 'expected a non-empty string or a non-empty array of strings')

@@ -1,6 +1,6 @@
 import { type NodeVote, type NodeVoteStatus, UnexpectedReplyError } from '../errors.js'
 import { loadScript } from '../redis/lua-script.js'
-import { hasSubscribers, NODE_ERROR_CHANNEL, publishEvent } from './events.js'
+import { hasSubscribers, NODE_ERROR_CHANNEL, publishEvent, RELEASED_CHANNEL } from './events.js'
 import type { FenceClock } from './fence-clock.js'
 import { type NodeLink, StaleVoteError } from './node-link.js'
 import { gather, type Outcome } from './quorum.js'
@@ -112,7 +112,6 @@ export async function attemptAcquire(
     return granted >= quorum || refused > n - quorum
   })
   const now = performance.now()
-  const votes: NodeVote[] = new Array(n)
   let grants = 0
   let held = 0
   let yielded = 0
@@ -121,13 +120,6 @@ export async function attemptAcquire(
   let prevMissingOn = 0
   for (let i = 0; i < n; i++) {
     const o = outcomes[i]
-    const status = voteOf(links[i]!, o)
-    votes[i] =
-      o && !o.ok && !o.undecided
-        ? { node: i, status, error: o.error }
-        : o === undefined && status === 'error'
-          ? { node: i, status, error: notConnected }
-          : { node: i, status }
     if (o?.ok) {
       const r = checkReply(o.value)
       if (prev !== '' && r[2] < target.resources.length) prevMissingOn++
@@ -139,6 +131,7 @@ export async function attemptAcquire(
         nodes.clock.observe(r[1])
       } else yielded++
     } else if (o && hasSubscribers(NODE_ERROR_CHANNEL)) {
+      const status = voteOf(links[i]!, o)
       if (!o.undecided) publishEvent(NODE_ERROR_CHANNEL, { node: i, op: 'acquire', status, error: o.error })
       // Decided without this node: still report it if it fails or stays silent past the time-out.
       else reportStraggler(requests[i]!, i, nodes.nodeTimeoutMs, start)
@@ -153,9 +146,12 @@ export async function attemptAcquire(
         const rest = outcomes.flatMap((o, i) => (o && !o.ok && !o.undecided ? [i] : []))
         if (rest.length > 0) void releaseOn(nodes, target, prev, rest, '')
       }
+      // Votes are built only when someone will look at them (a grant's are rarely wanted).
+      const votes = hasSubscribers(RELEASED_CHANNEL) ? votesOf(links, outcomes) : NO_VOTES
       return { kind: 'granted', token, fence, validUntil, votes, prevMissingOn }
     }
   }
+  const votes = votesOf(links, outcomes)
   // Release what this attempt was granted. Nodes that had not answered yet are cleaned up when
   // they do (a paused node answers late), instead of costing every node a second command.
   const cleanup: number[] = []
@@ -218,17 +214,21 @@ export async function releaseAll(
   })
   let released = 0
   let answered = 0
-  const votes = outcomes.map((o, i): NodeVote => {
-    if (o && !o.ok && o.undecided) return { node: i, status: 'pending' }
-    if (!o?.ok)
-      return { node: i, status: o?.timedOut ? 'timeout' : 'error', ...(o ? { error: o.error } : {}) }
+  for (const o of outcomes) {
+    if (!o?.ok) continue
     answered++
-    if (Number(o.value) === target.lockKeys.length) {
-      released++
-      return { node: i, status: 'released' }
-    }
-    return { node: i, status: 'not-owner' }
-  })
+    if (Number(o.value) === all) released++
+  }
+  // Per-node votes only when they are reported: a failed release, or a listener.
+  const votes =
+    released < nodes.quorum || hasSubscribers(RELEASED_CHANNEL)
+      ? outcomes.map((o, i): NodeVote => {
+          if (o && !o.ok && o.undecided) return { node: i, status: 'pending' }
+          if (!o?.ok)
+            return { node: i, status: o?.timedOut ? 'timeout' : 'error', ...(o ? { error: o.error } : {}) }
+          return { node: i, status: Number(o.value) === all ? 'released' : 'not-owner' }
+        })
+      : NO_VOTES
   return { released, answered, votes }
 }
 
@@ -302,6 +302,23 @@ function reportStraggler(p: Promise<unknown>, node: number, timeoutMs: number, s
       publishEvent(NODE_ERROR_CHANNEL, { node, op: 'acquire', status: 'error', error })
     },
   )
+}
+
+const NO_VOTES: NodeVote[] = []
+
+function votesOf(links: readonly NodeLink[], outcomes: readonly Outcome<unknown>[]): NodeVote[] {
+  const votes: NodeVote[] = new Array(links.length)
+  for (let i = 0; i < links.length; i++) {
+    const o = outcomes[i]
+    const status = voteOf(links[i]!, o)
+    votes[i] =
+      o && !o.ok && !o.undecided
+        ? { node: i, status, error: o.error }
+        : o === undefined && status === 'error'
+          ? { node: i, status, error: notConnected }
+          : { node: i, status }
+  }
+  return votes
 }
 
 function voteOf(link: NodeLink, o: Outcome<unknown>): NodeVoteStatus {

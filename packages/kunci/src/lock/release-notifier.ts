@@ -76,6 +76,8 @@ export class ReleaseNotifier {
    * (e.g. duplicates from the other nodes after we got the lock) it is stale and dropped.
    */
   attempting(lockKeys: readonly string[], delta: 1 | -1, granted = false): void {
+    // Nothing subscribed, nothing to keep: the uncontended path pays one size check.
+    if (this.#waiters.size === 0 && this.#lingering.size === 0 && this.#attempts.size === 0) return
     for (const k of lockKeys) {
       const n = (this.#attempts.get(k) ?? 0) + delta
       if (n > 0) this.#attempts.set(k, n)
