@@ -4,7 +4,7 @@
  */
 import { type NodeSet, type RedisCluster, startCluster, startNodes } from '@kunci/topology'
 import { Cluster as Cluster6, Redis as Redis6 } from 'ioredis6'
-import { type RedisClient, RedisLock, Redlock } from 'kunci'
+import { Cache, type RedisClient, RedisLock, Redlock } from 'kunci'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sleep } from '../support/nodes.js'
 
@@ -73,5 +73,39 @@ describe('with ioredis 6 clients', () => {
     const again = await l.acquire('{o:1}:a', { ttlMs: 1000 })
     expect(again.fence).toBeGreaterThan(lock.fence)
     await again.release()
+  })
+
+  it('Cache: one loader call for 100 concurrent cold reads, and L1 kept coherent over the RESP3 bus', async () => {
+    const port = nodes.nodes[0]!.port
+    const [c1, c2] = [new Redis6({ port }), new Redis6({ port })]
+    closers.push(() => {
+      c1.disconnect()
+      c2.disconnect()
+    })
+    const a = new Cache({ client: v6(c1), l1MaxEntries: 100 })
+    const b = new Cache({ client: v6(c2), l1MaxEntries: 100 })
+    closers.push(() => a.close())
+    closers.push(() => b.close())
+    let calls = 0
+    const loader = async () => {
+      calls++
+      await sleep(50)
+      return { n: 1 }
+    }
+    const values = await Promise.all(
+      Array.from({ length: 100 }, (_, i) => (i % 2 ? a : b).getOrSet({ key: 'cold', ttlMs: 10_000, loader })),
+    )
+    expect(calls).toBe(1)
+    expect(values.every((v) => v.n === 1)).toBe(true)
+    for (let i = 0; i < 50 && !(a.busConnected && b.busConnected); i++) await sleep(20)
+    expect(await b.get('cold')).toEqual({ n: 1 }) // now in b's L1
+    await a.set({ key: 'cold', value: { n: 2 }, ttlMs: 10_000 })
+    let seen: unknown
+    for (let i = 0; i < 50; i++) {
+      seen = await b.get('cold')
+      if ((seen as { n: number }).n === 2) break
+      await sleep(20)
+    }
+    expect(seen).toEqual({ n: 2 })
   })
 })
