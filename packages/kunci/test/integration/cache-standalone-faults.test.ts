@@ -1,41 +1,28 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { type NodeSet, startNodes } from '@kunci/topology'
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { Cache } from '../../src/cache/cache.js'
 import { entryKeys } from '../../src/cache/cache-keys.js'
 import { encodeEntry } from '../../src/cache/serializer.js'
 import { CacheLoaderError, CacheLoaderTimeoutError, type KunciError } from '../../src/errors.js'
 import { isOomError } from '../../src/redis/reply-error.js'
 import { lineReader } from '../fixtures/cache-spawn.js'
-import { collect, killClientNamed, sleep, uniquePrefix, until } from '../fixtures/cache-test-kit.js'
+import {
+  collect,
+  killClientNamed,
+  sleep,
+  standaloneCacheSuite,
+  uniquePrefix,
+  until,
+} from '../fixtures/cache-test-kit.js'
 
 // Grace, loader failures, timeouts, early refresh, L1 + bus, invalidatePrefix and noeviction OOM
 // on standalone Redis (the second node is the one put under memory pressure).
 const NODES = 2
 
-let nodes: NodeSet
-let client: Redis
-const caches: Cache[] = []
-
-function newCache(options: Partial<ConstructorParameters<typeof Cache>[0]> & { prefix: string }): Cache {
-  const cache = new Cache({ client, ...options })
-  caches.push(cache)
-  return cache
-}
-
-beforeAll(async () => {
-  nodes = await startNodes({ count: NODES, proxy: false })
-  const n = nodes.nodes[0]!
-  client = new Redis({ host: n.host, port: n.port })
-})
-
-afterAll(async () => {
-  await Promise.all(caches.map((c) => c.close()))
-  client?.disconnect()
-  await nodes?.stop()
-})
+const suite = standaloneCacheSuite(NODES)
+const { newCache } = suite
 
 describe('Cache on a standalone Redis: grace, failures, timeouts, early refresh', () => {
   it('serves stale and reports the error when the loader fails; without stale the error reaches the caller', async () => {
@@ -109,7 +96,7 @@ describe('Cache on a standalone Redis: grace, failures, timeouts, early refresh'
   it('a waiter gives up with E_CACHE_LOADER_TIMEOUT (phase wait) when another holder takes too long', async () => {
     const prefix = uniquePrefix('waittimeout')
     const cache = newCache({ prefix })
-    await client.set(entryKeys(prefix, 'k').lease, 'someone-else', 'PX', 5000)
+    await suite.client.set(entryKeys(prefix, 'k').lease, 'someone-else', 'PX', 5000)
     const err = await cache
       .getOrSet({ key: 'k', loader: () => 1, hardTimeoutMs: 200 })
       .catch((e: unknown) => e)
@@ -144,7 +131,7 @@ describe('Cache on a standalone Redis: grace, failures, timeouts, early refresh'
 describe('Cache on a standalone Redis: L1 and the bus', () => {
   it('invalidates L1 in another OS process after set and delete', async () => {
     const prefix = uniquePrefix('l1')
-    const n = nodes.nodes[0]!
+    const n = suite.nodes.nodes[0]!
     const peer = spawn(
       process.execPath,
       [
@@ -193,9 +180,9 @@ describe('Cache on a standalone Redis: L1 and the bus', () => {
       await cache.set({ key: 'k', value: 'v3' })
       await servedFromL1('v3')
       const keys = entryKeys(prefix, 'k')
-      await client.set(keys.value, encodeEntry('v', Date.now() + 60_000, 0, 0, '"v4"'), 'PX', 60_000)
+      await suite.client.set(keys.value, encodeEntry('v', Date.now() + 60_000, 0, 0, '"v4"'), 'PX', 60_000)
       expect(await ask({ op: 'get', key: 'k' })).toMatchObject({ value: 'v3', tier: 'l1' })
-      expect(await killClientNamed(client, `kunci-cache-bus-${id}`)).toBe(1)
+      expect(await killClientNamed(suite.client, `kunci-cache-bus-${id}`)).toBe(1)
       await until('peer stops serving the stale L1 entry', async () => {
         const r = await ask({ op: 'get', key: 'k' })
         return r.value === 'v4'
@@ -217,18 +204,18 @@ describe('Cache on a standalone Redis: invalidatePrefix and memory pressure', ()
     const keys = ['user:1', 'user:2', 'user:*odd[1]?', 'users', 'user', 'order:1']
     for (const key of keys) await cache.set({ key, value: key })
     await other.set({ key: 'user:1', value: 'other cache' })
-    await client.config('RESETSTAT')
+    await suite.client.config('RESETSTAT')
     const deleted = await cache.invalidatePrefix('user:')
     expect(deleted).toBe(3)
     for (const key of keys) expect(await cache.get(key)).toBe(key.startsWith('user:') ? undefined : key)
     expect(await other.get('user:1')).toBe('other cache')
-    const stats = (await client.info('commandstats')) as string
+    const stats = (await suite.client.info('commandstats')) as string
     expect(stats).toMatch(/cmdstat_scan:calls=[1-9]/)
     expect(stats).not.toMatch(/cmdstat_keys:/)
   })
 
   it('under maxmemory + noeviction, hits still work and a loaded value is returned while the write error is reported', async () => {
-    const n = nodes.nodes[1]!
+    const n = suite.nodes.nodes[1]!
     const oomClient = new Redis({ host: n.host, port: n.port })
     const cache = new Cache({ client: oomClient, prefix: uniquePrefix('oom') })
     try {

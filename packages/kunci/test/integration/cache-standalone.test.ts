@@ -1,37 +1,17 @@
-import { type NodeSet, startNodes } from '@kunci/topology'
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { Cache } from '../../src/cache/cache.js'
 import { entryKeys } from '../../src/cache/cache-keys.js'
 import { CacheSerializeError, InvalidOptionError, KunciError } from '../../src/errors.js'
 import { runStorm } from '../fixtures/cache-spawn.js'
-import { collect, sleep, uniquePrefix } from '../fixtures/cache-test-kit.js'
+import { collect, sleep, standaloneCacheSuite, uniquePrefix } from '../fixtures/cache-test-kit.js'
 
 // Values, validation and cross-process stampede protection on one standalone Redis; grace,
 // timeouts, L1 and memory pressure are in cache-standalone-faults.test.ts.
 const NODES = 1
 
-let nodes: NodeSet
-let client: Redis
-const caches: Cache[] = []
-
-function newCache(options: Partial<ConstructorParameters<typeof Cache>[0]> & { prefix: string }): Cache {
-  const cache = new Cache({ client, ...options })
-  caches.push(cache)
-  return cache
-}
-
-beforeAll(async () => {
-  nodes = await startNodes({ count: NODES, proxy: false })
-  const n = nodes.nodes[0]!
-  client = new Redis({ host: n.host, port: n.port })
-})
-
-afterAll(async () => {
-  await Promise.all(caches.map((c) => c.close()))
-  client?.disconnect()
-  await nodes?.stop()
-})
+const suite = standaloneCacheSuite(NODES)
+const { newCache } = suite
 
 describe('Cache on a standalone Redis: values', () => {
   it('keeps a cached null apart from absent, and caches "not found" (undefined) for negativeTtlMs', async () => {
@@ -63,11 +43,11 @@ describe('Cache on a standalone Redis: values', () => {
     const cache = newCache({ prefix: uniquePrefix('crud') })
     await cache.set({ key: 'a', value: { x: [1, 'two', null] } })
     expect(await cache.get('a')).toEqual({ x: [1, 'two', null] })
-    await client.script('FLUSH')
+    await suite.client.script('FLUSH')
     expect(await cache.delete('a')).toBe(true)
     expect(await cache.delete('a')).toBe(false)
     expect(await cache.get('a')).toBeUndefined()
-    await client.script('FLUSH')
+    await suite.client.script('FLUSH')
     expect(await cache.getOrSet({ key: 'a', loader: () => 7 })).toBe(7)
   })
 
@@ -84,7 +64,7 @@ describe('Cache on a standalone Redis: values', () => {
     const cache = newCache({ prefix, serializer: bigintJson })
     await cache.set({ key: 'k', value: { n: 2n ** 70n } })
     expect(await cache.get('k')).toEqual({ n: 2n ** 70n })
-    expect(await client.get(entryKeys(prefix, 'k').value)).toContain('$bigint')
+    expect(await suite.client.get(entryKeys(prefix, 'k').value)).toContain('$bigint')
   })
 
   it('rejects bad input at once with a typed error and a code', async () => {
@@ -114,8 +94,8 @@ describe('Cache on a standalone Redis: values', () => {
       expect((err as KunciError).code).toBe(code)
     }
     await expect(cache.set({ key: 'k', value: 1n })).rejects.toBeInstanceOf(CacheSerializeError)
-    expect(() => new Cache({ client, prefix: 'a{b}' })).toThrow(InvalidOptionError)
-    expect(() => new Cache({ client, leaseTtlMs: 0 })).toThrow(InvalidOptionError)
+    expect(() => new Cache({ client: suite.client, prefix: 'a{b}' })).toThrow(InvalidOptionError)
+    expect(() => new Cache({ client: suite.client, leaseTtlMs: 0 })).toThrow(InvalidOptionError)
     // Nothing was written for the unserialisable loader result, and its lease was given back.
     expect(await cache.get('big')).toBeUndefined()
     expect(await cache.getOrSet({ key: 'big', loader: () => 'fine' })).toBe('fine')
@@ -124,7 +104,7 @@ describe('Cache on a standalone Redis: values', () => {
 
 describe('Cache on a standalone Redis: stampede protection across OS processes', () => {
   it('4 processes × 250 concurrent getOrSet on one cold key run the loader exactly once', async () => {
-    const n = nodes.nodes[0]!
+    const n = suite.nodes.nodes[0]!
     const counterKey = uniquePrefix('count')
     const reports = await runStorm(4, {
       cluster: false,
@@ -137,14 +117,14 @@ describe('Cache on a standalone Redis: stampede protection across OS processes',
     })
     expect(reports.map((r) => r.errors)).toEqual([0, 0, 0, 0])
     expect(reports.reduce((s, r) => s + r.ok, 0)).toBe(1000)
-    expect(await client.hgetall(counterKey)).toEqual({ hot: '1' })
+    expect(await suite.client.hgetall(counterKey)).toEqual({ hot: '1' })
     // Every process got the value of that single load.
     const loaders = new Set(reports.flatMap((r) => r.loadedBy.hot!))
     expect(loaders.size).toBe(1)
   })
 
   it('4 processes × 200 distinct cold keys run the loader exactly once per key', async () => {
-    const n = nodes.nodes[0]!
+    const n = suite.nodes.nodes[0]!
     const counterKey = uniquePrefix('count')
     const keys = Array.from({ length: 200 }, (_, i) => `item:${i}`)
     const reports = await runStorm(4, {
@@ -157,7 +137,7 @@ describe('Cache on a standalone Redis: stampede protection across OS processes',
       loaderMs: 50,
     })
     expect(reports.map((r) => r.errors)).toEqual([0, 0, 0, 0])
-    const counts = await client.hgetall(counterKey)
+    const counts = await suite.client.hgetall(counterKey)
     expect(Object.keys(counts).sort()).toEqual([...keys].sort())
     expect(Object.values(counts).every((c) => c === '1')).toBe(true)
   })
@@ -185,7 +165,7 @@ describe('Cache on a standalone Redis: stampede protection across OS processes',
     const prefix = uniquePrefix('dead')
     const cache = newCache({ prefix, leaseTtlMs: 300 })
     // A holder that took the lease and then died: its token is nobody's and nothing renews it.
-    await client.set(entryKeys(prefix, 'k').lease, 'dead-holder', 'PX', 300)
+    await suite.client.set(entryKeys(prefix, 'k').lease, 'dead-holder', 'PX', 300)
     const started = Date.now()
     expect(await cache.getOrSet({ key: 'k', loader: () => 'mine' })).toBe('mine')
     const took = Date.now() - started
@@ -195,7 +175,7 @@ describe('Cache on a standalone Redis: stampede protection across OS processes',
 
   it('renews the lease while a loader runs longer than leaseTtlMs: a second instance waits, no second load', async () => {
     const prefix = uniquePrefix('renew')
-    const otherClient = new Redis({ host: nodes.nodes[0]!.host, port: nodes.nodes[0]!.port })
+    const otherClient = new Redis({ host: suite.nodes.nodes[0]!.host, port: suite.nodes.nodes[0]!.port })
     const a = newCache({ prefix, leaseTtlMs: 150 })
     const b = new Cache({ client: otherClient, prefix, leaseTtlMs: 150 })
     try {
@@ -218,8 +198,8 @@ describe('Cache on a standalone Redis: stampede protection across OS processes',
 
   it('fails with E_CLOSED after close(), also for a caller that was waiting', async () => {
     const prefix = uniquePrefix('closed')
-    const cache = new Cache({ client, prefix })
-    await client.set(entryKeys(prefix, 'k').lease, 'someone-else', 'PX', 5000)
+    const cache = new Cache({ client: suite.client, prefix })
+    await suite.client.set(entryKeys(prefix, 'k').lease, 'someone-else', 'PX', 5000)
     const waiting = cache.getOrSet({ key: 'k', loader: () => 1 }).catch((e: unknown) => e)
     await sleep(50)
     await cache.close()
