@@ -165,7 +165,7 @@ export class Redlock implements LockOwner {
     if (q && q.holder === lock) {
       q.holder = undefined
       const next = lock.isHeld ? q.waiters.shift() : undefined
-      if (next) return this.#handOver(name!, q, lock, next)
+      if (next) return this.#handOver(q, lock, next)
       q.handoffs = 0
     }
     try {
@@ -325,7 +325,7 @@ export class Redlock implements LockOwner {
     return err
   }
 
-  async #handOver(name: string, q: ResourceQueue, lock: Lock, next: LocalWaiter): Promise<void> {
+  async #handOver(q: ResourceQueue, lock: Lock, next: LocalWaiter): Promise<void> {
     q.active = true
     const yieldToOthers = q.handoffs >= this.options.maxLocalHandoffs
     let r: AttemptResult
@@ -370,7 +370,6 @@ export class Redlock implements LockOwner {
       publishEvent(LOST_CHANNEL, { resources: lock.resources, fence: lock.fence, reason: 'release' })
       throw new LockLostError(lock.resources, 'it had expired or was taken over before release', r.votes)
     }
-    void name
   }
 
   /** Lets the next local waiter try Redis when nobody in this process holds or tries. */

@@ -16,16 +16,3 @@ export function isNoScriptError(err: unknown): boolean {
 export function isOomError(err: unknown): boolean {
   return message(err).startsWith('OOM')
 }
-
-/** Cluster redirection replies; ioredis follows them, but they can surface after too many hops. */
-export function isRedirectError(err: unknown): boolean {
-  const m = message(err)
-  return (
-    m.startsWith('MOVED') || m.startsWith('ASK') || m.startsWith('TRYAGAIN') || m.startsWith('CLUSTERDOWN')
-  )
-}
-
-/** The node is loading its dataset after a restart and refuses commands. */
-export function isLoadingError(err: unknown): boolean {
-  return message(err).startsWith('LOADING')
-}
