@@ -129,8 +129,12 @@ describe('acquire and release', () => {
     expect(await valuesOf(lockKey(a))).toEqual(clients.map(() => null))
     await holdB.release()
     const both = await rl.acquire([a, b], { ttlMs: 2000 })
-    expect(await valuesOf(lockKey(a))).toEqual(clients.map(() => both.token))
-    expect(await valuesOf(lockKey(b))).toEqual(clients.map(() => both.token))
+    // holdB's release resolved once a majority released it, so a slower node may still have
+    // refused `both`: every node has both resources or neither, and a majority has both.
+    const [va, vb] = [await valuesOf(lockKey(a)), await valuesOf(lockKey(b))]
+    expect(va.map((v) => v === both.token)).toEqual(vb.map((v) => v === both.token))
+    expect(va.filter((v) => v === both.token).length).toBeGreaterThanOrEqual(3)
+    expect(va.every((v) => v === both.token || v === null)).toBe(true)
     await both.release()
     expect(await valuesOf(lockKey(b))).toEqual(clients.map(() => null))
   })
@@ -163,7 +167,8 @@ describe('release, extend and loss', () => {
     const next = await b.acquire(r, { ttlMs: 5000 })
     await expect(old.release()).rejects.toMatchObject({ code: 'E_LOCK_LOST' })
     expect(old.state).toBe('lost')
-    expect(await valuesOf(lockKey(r))).toEqual(clients.map(() => next.token))
+    // next was granted by a majority at least; the rest follow (other connections than ours).
+    await eventually(async () => expect(await valuesOf(lockKey(r))).toEqual(clients.map(() => next.token)))
     await next.release()
   })
 
