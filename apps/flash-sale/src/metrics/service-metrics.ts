@@ -1,0 +1,88 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
+
+/**
+ * The service's own metrics. Names are a contract with deploy/ (alerts, dashboard): a test there
+ * reads them from a live /metrics, so rename only together with the rules that use them.
+ * Lock and cache figures do not live here: they come from kunci's events through kunci-bridge.ts.
+ */
+export function createServiceMetrics(registry: Registry) {
+  const registers = [registry]
+  return {
+    /** Every checkout answer. outcome: reserved, confirmed, pending, sold_out, already_purchased,
+     * sale_not_started, sale_ended, busy, unavailable, invalid, unknown_product, idempotency_mismatch. */
+    checkouts: new Counter({
+      name: 'flash_sale_checkout_requests_total',
+      help: 'Checkout answers by strategy, outcome and HTTP status',
+      labelNames: ['strategy', 'outcome', 'status'] as const,
+      registers,
+    }),
+    checkoutDuration: new Histogram({
+      name: 'flash_sale_checkout_duration_seconds',
+      help: 'Checkout latency from request to answer',
+      labelNames: ['strategy'] as const,
+      buckets: [0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers,
+    }),
+    inflight: new Gauge({
+      name: 'flash_sale_checkout_inflight',
+      help: 'Checkouts being processed by this instance',
+      registers,
+    }),
+    shed: new Counter({
+      name: 'flash_sale_shed_total',
+      help: 'Requests refused before any work because the instance was saturated',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
+    stockRemaining: new Gauge({
+      name: 'flash_sale_stock_remaining',
+      help: 'Units not yet reserved, as last seen by this process',
+      labelNames: ['product_id'] as const,
+      registers,
+    }),
+    /** Worker side. */
+    streamPending: new Gauge({
+      name: 'flash_sale_stream_pending',
+      help: 'Order events delivered to a worker and not yet acknowledged (XPENDING)',
+      labelNames: ['product_id'] as const,
+      registers,
+    }),
+    streamLag: new Gauge({
+      name: 'flash_sale_stream_lag',
+      help: 'Order events in the stream not yet delivered to the worker group',
+      labelNames: ['product_id'] as const,
+      registers,
+    }),
+    deadLetters: new Counter({
+      name: 'flash_sale_dead_letters_total',
+      help: 'Order events moved to the dead-letter stream after repeated failures',
+      labelNames: ['product_id'] as const,
+      registers,
+    }),
+    ordersPersisted: new Counter({
+      name: 'flash_sale_orders_persisted_total',
+      help: 'Orders written to SQL (confirmed) by the worker',
+      labelNames: ['product_id'] as const,
+      registers,
+    }),
+    ordersFailed: new Counter({
+      name: 'flash_sale_orders_failed_total',
+      help: 'Orders the worker refused (stale sale round, SQL stock guard)',
+      labelNames: ['product_id', 'reason'] as const,
+      registers,
+    }),
+    walletCharges: new Counter({
+      name: 'flash_sale_wallet_charges_total',
+      help: 'Wallet charges written (at most one per order)',
+      registers,
+    }),
+    drift: new Gauge({
+      name: 'flash_sale_reconcile_drift',
+      help: 'Reservations in Redis minus orders settled in SQL, once the queue is drained (should be 0)',
+      labelNames: ['product_id'] as const,
+      registers,
+    }),
+  }
+}
+
+export type ServiceMetrics = ReturnType<typeof createServiceMetrics>
