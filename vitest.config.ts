@@ -18,7 +18,15 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: ['packages/*/test/unit/**/*.test.ts'], sequence: { groupOrder: 0 } },
+        test: {
+          name: 'unit',
+          include: [
+            'packages/*/test/unit/**/*.test.ts',
+            'apps/*/test/unit/**/*.test.ts',
+            'deploy/test/**/*.test.ts',
+          ],
+          sequence: { groupOrder: 0 },
+        },
       },
       {
         extends: true,
@@ -26,7 +34,11 @@ export default defineConfig({
           name: 'integration',
           // Runs after the unit project, with its own worker limit (each file starts servers).
           sequence: { groupOrder: 1 },
-          include: ['packages/*/test/integration/**/*.test.ts', 'packages/topology/test/**/*.test.ts'],
+          include: [
+            'packages/*/test/integration/**/*.test.ts',
+            'packages/topology/test/**/*.test.ts',
+            'apps/*/test/integration/**/*.test.ts',
+          ],
           testTimeout: 60_000,
           hookTimeout: 60_000,
           fileParallelism: true,

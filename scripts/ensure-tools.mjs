@@ -1,0 +1,51 @@
+#!/usr/bin/env node
+// Makes sure the optional Debian tools that some tests and `flash-sale up --observe` use are on
+// this machine: promtool/prometheus (package prometheus), redis_exporter (package
+// prometheus-redis-exporter) and chromium (package chromium, for the report's browser check).
+// Installs the missing ones with apt-get when we are root on a Debian-like system; otherwise
+// prints the exact command and exits 1.
+//
+//   node scripts/ensure-tools.mjs                 all of them
+//   node scripts/ensure-tools.mjs promtool        only what is named
+import { execFileSync, spawnSync } from 'node:child_process'
+
+const TOOLS = {
+  promtool: { bin: 'promtool', pkg: 'prometheus' },
+  prometheus: { bin: 'prometheus', pkg: 'prometheus' },
+  redis_exporter: { bin: 'prometheus-redis-exporter', pkg: 'prometheus-redis-exporter' },
+  chromium: { bin: 'chromium', pkg: 'chromium' },
+}
+
+const has = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' }).status === 0
+const wanted = process.argv.length > 2 ? process.argv.slice(2) : Object.keys(TOOLS)
+for (const name of wanted) {
+  if (!TOOLS[name]) {
+    console.error(`[kunci] unknown tool ${name}; known: ${Object.keys(TOOLS).join(', ')}`)
+    process.exit(2)
+  }
+}
+const missing = wanted.filter((name) => !has(TOOLS[name].bin))
+const pkgs = [...new Set(missing.map((name) => TOOLS[name].pkg))]
+if (pkgs.length > 0) {
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0
+  if (isRoot && has('apt-get')) {
+    console.error(`[kunci] installing ${pkgs.join(', ')} with apt-get…`)
+    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }
+    execFileSync('apt-get', ['update', '-q'], { stdio: 'inherit', env })
+    execFileSync('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...pkgs], {
+      stdio: 'inherit',
+      env,
+    })
+  }
+  const still = wanted.filter((name) => !has(TOOLS[name].bin))
+  if (still.length > 0) {
+    const need = [...new Set(still.map((name) => TOOLS[name].pkg))].join(' ')
+    console.error(
+      `[kunci] missing: ${still.join(', ')}.\n` +
+        `  Debian/Ubuntu: sudo apt-get update && sudo apt-get install -y ${need}\n` +
+        'Then run the command again.',
+    )
+    process.exit(1)
+  }
+}
+if (!process.env.KUNCI_QUIET) console.error(`[kunci] tools present: ${wanted.join(', ')}`)
