@@ -1,3 +1,26 @@
+export type {
+  ChaosContext,
+  ChaosEvent,
+  ChaosSchedule,
+  ChaosStep,
+  ChaosUndo,
+  ChaosUpdate,
+  FaultHandler,
+  KillableProcess,
+  KillMasterOptions,
+  ResolvedChaosStep,
+  RunChaosOptions,
+} from './chaos.js'
+export {
+  killClusterMaster,
+  killNode,
+  killProcess,
+  parseDuration,
+  pauseNode,
+  pickNode,
+  resolveSchedule,
+  runChaos,
+} from './chaos.js'
 export type { MigrateSlotOptions, RedisCluster, StartClusterOptions } from './cluster.js'
 export { DEFAULT_CLUSTER_OPTIONS, startCluster } from './cluster.js'
 export type { TopologyErrorCode } from './errors.js'
