@@ -6,7 +6,7 @@ import { type NodeSet, type RedisCluster, startCluster, startNodes } from '@kunc
 import { Cluster as Cluster6, Redis as Redis6 } from 'ioredis6'
 import { Cache, type RedisClient, RedisLock, Redlock } from 'kunci'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { sleep } from '../support/nodes.js'
+import { queuedOn, sleep, until } from '../support/nodes.js'
 
 let nodes: NodeSet
 let cluster: RedisCluster
@@ -39,10 +39,15 @@ describe('with ioredis 6 clients', () => {
   it('Redlock: acquire, wait woken by pub/sub, local hand-over, extend, using, release', async () => {
     const a = redlock6()
     const b = redlock6()
+    const probe = nodes.nodes.map((n) => new Redis6({ port: n.port }))
+    closers.push(() => {
+      for (const c of probe) c.disconnect()
+    })
     const first = await a.acquire('r', { ttlMs: 2000 })
     const remote = b.acquire('r', { retryDelayMs: 3000, retryJitterMs: 0 })
     const local = a.acquire('r', { ttlMs: 2000 })
-    await sleep(100)
+    // `remote` queued on a majority, so the release below wakes it rather than its 3 s retry.
+    await until(async () => (await queuedOn(probe, 'kunci:{r}:q')) >= 2, 'the remote waiter to queue')
     await first.release() // hands over to `local`
     const second = await local
     expect(second.fence).toBeGreaterThan(first.fence)
@@ -53,8 +58,8 @@ describe('with ioredis 6 clients', () => {
     expect(performance.now() - t0).toBeLessThan(1000)
     expect(third.fence).toBeGreaterThan(second.fence)
     await third.release()
-    const aborted = await a.using('u', { ttlMs: 200 }, async (signal) => {
-      await sleep(450) // past the ttl: extended in the background
+    const aborted = await a.using('u', { ttlMs: 1000 }, async (signal) => {
+      await sleep(2500) // past the ttl: extended in the background (slack for a loaded machine)
       return signal.aborted
     })
     expect(aborted).toBe(false)
@@ -97,11 +102,12 @@ describe('with ioredis 6 clients', () => {
     )
     expect(calls).toBe(1)
     expect(values.every((v) => v.n === 1)).toBe(true)
-    for (let i = 0; i < 50 && !(a.busConnected && b.busConnected); i++) await sleep(20)
+    for (const end = Date.now() + 10_000; !(a.busConnected && b.busConnected) && Date.now() < end; )
+      await sleep(20)
     expect(await b.get('cold')).toEqual({ n: 1 }) // now in b's L1
     await a.set({ key: 'cold', value: { n: 2 }, ttlMs: 10_000 })
     let seen: unknown
-    for (let i = 0; i < 50; i++) {
+    for (const end = Date.now() + 10_000; Date.now() < end; ) {
       seen = await b.get('cold')
       if ((seen as { n: number }).n === 2) break
       await sleep(20)

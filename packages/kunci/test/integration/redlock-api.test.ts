@@ -27,9 +27,9 @@ let n = 0
 const res = () => `api-${++n}-${Math.random().toString(36).slice(2)}`
 const lockKey = (r: string) => `kunci:{${r}}`
 
-/** Retries an assertion for up to 2 s: for effects that follow a quorum decision on the other nodes. */
+/** Retries an assertion for up to 10 s: for effects that follow a quorum decision on the other nodes. */
 async function eventually(check: () => Promise<void>): Promise<void> {
-  const end = performance.now() + 2000
+  const end = performance.now() + 10_000
   for (;;) {
     try {
       return await check()
@@ -175,12 +175,16 @@ describe('release, extend and loss', () => {
   it('extend renews validity; extend after loss or release throws E_LOCK_LOST', async () => {
     const rl = redlock()
     const r = res()
-    const lock = await rl.acquire(r, { ttlMs: 400 })
-    await sleep(250)
-    await lock.extend(400)
-    await sleep(250)
+    // Generous TTLs: the extension must not depend on how fast a loaded machine runs.
+    const lock = await rl.acquire(r, { ttlMs: 5000 })
+    await sleep(300)
+    const before = lock.validityMs
+    await lock.extend(20_000)
     expect(lock.isHeld).toBe(true)
-    expect((await Promise.all(clients.map((c) => c.pttl(lockKey(r))))).every((t) => t > 0)).toBe(true)
+    expect(lock.validityMs).toBeGreaterThan(before + 10_000)
+    await eventually(async () =>
+      expect((await Promise.all(clients.map((c) => c.pttl(lockKey(r))))).every((t) => t > 10_000)).toBe(true),
+    )
     // Another holder overwrote the key on a majority (as if ours had expired meanwhile).
     await Promise.all(clients.slice(0, 3).map((c) => c.set(lockKey(r), 'someone-else', 'PX', 5000)))
     const err = await lock.extend().catch((e: unknown) => e)
@@ -206,8 +210,7 @@ describe('release, extend and loss', () => {
       for (const node of fx.set.nodes) node.proxy!.reset()
     }
     // The late grants were cleaned up (or expired): nothing of ours remains.
-    await sleep(300)
-    expect(await valuesOf(lockKey(r))).toEqual(clients.map(() => null))
+    await eventually(async () => expect(await valuesOf(lockKey(r))).toEqual(clients.map(() => null)))
   })
 
   it('a tiny ttl fails cleanly at once instead of returning an expired lock', async () => {
@@ -230,15 +233,15 @@ describe('cancellation', () => {
     const t0 = performance.now()
     ac.abort(new Error('user went away'))
     const err = await p.catch((e: unknown) => e)
-    expect(performance.now() - t0).toBeLessThan(100)
+    // At once, not at the next retry (≥ 1 s away); the slack is for a loaded machine.
+    expect(performance.now() - t0).toBeLessThan(500)
     expect(err).toBeInstanceOf(AcquireAbortedError)
     // It left the nodes' wait queues too, so no release will try to wake it.
     await eventually(async () =>
       expect(await Promise.all(clients.map((c) => c.zcard(`${lockKey(r)}:q`)))).toEqual(clients.map(() => 0)),
     )
     await lock.release()
-    await sleep(50)
-    expect(await valuesOf(lockKey(r))).toEqual(clients.map(() => null))
+    await eventually(async () => expect(await valuesOf(lockKey(r))).toEqual(clients.map(() => null)))
   })
 
   it('an already-aborted signal rejects before touching Redis', async () => {
@@ -269,9 +272,10 @@ describe('using()', () => {
     const rl = redlock()
     const r = res()
     let seen: Lock | undefined
-    const result = await rl.using(r, { ttlMs: 300 }, async (signal, lock) => {
+    // ttl 1 s, held 2.5 s: at least two background extensions, with slack for a loaded machine.
+    const result = await rl.using(r, { ttlMs: 1000 }, async (signal, lock) => {
       seen = lock
-      await sleep(1000)
+      await sleep(2500)
       expect(signal.aborted).toBe(false)
       expect(lock.isHeld).toBe(true)
       return 42

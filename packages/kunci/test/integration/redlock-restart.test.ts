@@ -6,7 +6,7 @@
 import { Redlock, type RedlockOptions } from 'kunci'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { History } from '../support/history.js'
-import { type Fixture, ready, sleep, startFixture } from '../support/nodes.js'
+import { type Fixture, ready, sleep, startFixture, until } from '../support/nodes.js'
 
 const fixtures: Fixture[] = []
 const managers: Redlock[] = []
@@ -40,15 +40,18 @@ async function restartScenario(quarantine: boolean) {
   const history = new History()
   // A's clients neither queue nor resend commands while disconnected, so its requests to the
   // cut-off nodes are never executed later (the recommended client settings, docs/locks.md).
+  const aClients = f.clients({ enableOfflineQueue: false, autoResendUnfulfilledCommands: false })
   const a = new Redlock({
-    clients: f.clients({ enableOfflineQueue: false, autoResendUnfulfilledCommands: false }),
+    clients: aClients,
     nodeTimeoutMs: 150,
     onWarning: () => {},
     quarantine,
     maxTtlMs: MAX_TTL,
   })
   managers.push(a)
-  await sleep(200) // A's connections become ready and are checked
+  // A's connections must be up: without an offline queue a command sent earlier fails. Once a
+  // client is ready its node is checked (INFO) before A's first request is sent to it.
+  await ready(aClients)
   const [, , n2, n3, n4] = f.set.nodes
   for (const n of [n3!, n4!]) {
     n.proxy!.refuse(true)
@@ -86,27 +89,43 @@ describe('restart quarantine', () => {
 
   it('a node that restarted rejoins the quorum once maxTtlMs has passed', async () => {
     const f = await fixture()
-    const m = manager(f, { maxTtlMs: 800 })
-    await sleep(1900)
-    await m.acquire('warm', { ttlMs: 500 }).then((l) => l.release())
-    const quarantined: unknown[] = []
+    // The restart check sees a restart while the node's uptime (whole seconds, rounded down) is
+    // below maxTtlMs: 4 s leaves room for slow reconnects on a loaded machine (with 800 ms, a
+    // reconnect more than 1 s after the restart found uptime 1 s and no quarantine at all).
+    const MAX_TTL = 4000
+    const m = manager(f, { maxTtlMs: MAX_TTL })
+    const probe = f.clients()
+    // Fresh nodes sit out until MAX_TTL after their start: retry until a quorum votes.
+    const patient = { ttlMs: 500, retryCount: 1000, retryDelayMs: 50, acquireTimeoutMs: 20_000 }
+    await m.acquire('warm', patient).then((l) => l.release())
+    // ...and until all five vote (the quarantine ends at about the same time on each).
+    await until(async () => {
+      const l = await m.acquire('warm-all', patient)
+      const on = await Promise.all(probe.map(async (c) => (await c.get('kunci:{warm-all}')) === l.token))
+      await l.release()
+      return on.every(Boolean)
+    }, 'the five fresh nodes to leave their start-up quarantine')
+    const quarantined: { node: number; quarantineMs: number }[] = []
     const { channel } = await import('node:diagnostics_channel')
-    const onQ = (msg: unknown) => quarantined.push(msg)
+    const onQ = (msg: unknown) => quarantined.push(msg as { node: number; quarantineMs: number })
     channel('kunci:lock:quarantined').subscribe(onQ)
     try {
       await Promise.all([f.set.nodes[0]!.restart({ empty: true }), f.set.nodes[1]!.restart({ empty: true })])
-      await sleep(300)
       // Three healthy nodes still make a quorum while two sit out.
-      const l = await m.acquire('during', { ttlMs: 500, retryCount: 5, retryDelayMs: 50 })
+      const l = await m.acquire('during', patient)
       expect(l.fence).toBeGreaterThan(0)
       await l.release()
       // Each restarted node is checked when its client reconnects (with backoff): wait for both.
-      for (let i = 0; i < 100 && quarantined.length < 2; i++) await sleep(20)
-      expect(quarantined.length).toBeGreaterThanOrEqual(2)
-      await sleep(1000)
-      const l2 = await m.acquire('after', { ttlMs: 500 })
-      await eventuallyOnAll(f, 'kunci:{after}', l2.token)
-      await l2.release()
+      await until(() => quarantined.length >= 2, 'both restarted nodes to be quarantined')
+      expect(quarantined.map((q) => q.node).sort()).toEqual([0, 1])
+      for (const q of quarantined) expect(q.quarantineMs).toBeGreaterThan(0)
+      // Once their quarantine is over, a grant reaches all five nodes again.
+      await until(async () => {
+        const l2 = await m.acquire('after', patient)
+        const vals = await Promise.all(probe.map((c) => c.get('kunci:{after}')))
+        await l2.release()
+        return vals.every((v) => v === l2.token)
+      }, 'the restarted nodes to vote again')
     } finally {
       channel('kunci:lock:quarantined').unsubscribe(onQ)
     }
@@ -163,14 +182,3 @@ describe('a majority of nodes paused (SIGSTOP)', () => {
     await l.release()
   })
 })
-
-async function eventuallyOnAll(f: Fixture, key: string, value: string) {
-  const cs = f.clients()
-  const end = performance.now() + 2000
-  for (;;) {
-    const vals = await Promise.all(cs.map((c) => c.get(key)))
-    if (vals.every((v) => v === value)) return
-    if (performance.now() > end) expect(vals).toEqual(cs.map(() => value))
-    await sleep(20)
-  }
-}

@@ -7,7 +7,7 @@ import { channel } from 'node:diagnostics_channel'
 import type { Redis } from 'ioredis'
 import { LockNotAcquiredError, Redlock, type RedlockOptions } from 'kunci'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type Fixture, ready, sleep, startFixture } from '../support/nodes.js'
+import { type Fixture, queuedOn, ready, sleep, startFixture, until } from '../support/nodes.js'
 
 let fx: Fixture
 let clients: Redis[]
@@ -38,7 +38,7 @@ describe('waking waiters', () => {
     const order: string[] = []
     const waiters = ['A', 'B', 'C'].map((name) => ({ name, m: pod() }))
     const done: Promise<void>[] = []
-    for (const w of waiters) {
+    for (const [i, w] of waiters.entries()) {
       done.push(
         w.m.acquire(r, { ttlMs: 10_000, retryDelayMs: 5000, retryJitterMs: 0 }).then(async (lock) => {
           order.push(w.name)
@@ -46,7 +46,8 @@ describe('waking waiters', () => {
           await lock.release()
         }),
       )
-      await sleep(60) // each one queues after the previous one
+      // Each one queues (on a majority) after the previous one.
+      await until(async () => (await queuedOn(clients, `kunci:{${r}}:q`, i + 1)) >= 3, `${w.name} to queue`)
     }
     const t0 = performance.now()
     await first.release()
@@ -58,13 +59,16 @@ describe('waking waiters', () => {
 
   it('with the recommended client settings (no offline queue, no resend) a release still wakes the waiter at once', async () => {
     const settings = { enableOfflineQueue: false, autoResendUnfulfilledCommands: false }
-    const a = pod({}, settings)
-    const b = pod({}, settings)
-    await sleep(200) // connections up; enableOfflineQueue: false refuses commands before that
+    const aClients = fx.clients(settings)
+    const bClients = fx.clients(settings)
+    const a = pod({ clients: aClients })
+    const b = pod({ clients: bClients })
+    // Connections up: enableOfflineQueue: false refuses commands before that.
+    await ready([...aClients, ...bClients])
     const r = res()
     const lock = await a.acquire(r, { ttlMs: 10_000 })
     const waiting = b.acquire(r, { retryDelayMs: 3000, retryJitterMs: 0 })
-    await sleep(150)
+    await until(async () => (await queuedOn(clients, `kunci:{${r}}:q`)) >= 3, 'b to queue')
     const t0 = performance.now()
     await lock.release()
     const next = await waiting
@@ -128,8 +132,10 @@ describe('events', () => {
     node.pause()
     try {
       const lock = await m.acquire(res(), { ttlMs: 1000 })
-      await sleep(300)
-      expect(errors.some((e) => e.node === 4 && e.status === 'timeout')).toBe(true)
+      await until(
+        () => errors.some((e) => e.node === 4 && e.status === 'timeout'),
+        'the paused node to be reported',
+      )
       await lock.release()
     } finally {
       node.resume()

@@ -53,3 +53,31 @@ export async function commandStats(client: Redis): Promise<Map<string, number>> 
   for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) out.set(m[1]!, Number(m[2]))
   return out
 }
+
+/**
+ * Waits until `check` returns true, polling every 20 ms, for at most `timeoutMs` (generous by
+ * default: the machine is shared and loaded, and a condition that holds returns at once).
+ * Throws with `what` if the deadline passes, so a test fails with a reason instead of hanging.
+ */
+export async function until(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 15_000,
+): Promise<void> {
+  const end = performance.now() + timeoutMs
+  for (;;) {
+    if (await check()) return
+    if (performance.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await sleep(20)
+  }
+}
+
+/** How many of `clients` have at least `n` members in the wait queue `queueKey`. */
+export async function queuedOn(
+  clients: readonly { zcard(key: string): Promise<number> }[],
+  queueKey: string,
+  n = 1,
+): Promise<number> {
+  const sizes = await Promise.all(clients.map((c) => c.zcard(queueKey).catch(() => 0)))
+  return sizes.filter((s) => s >= n).length
+}
