@@ -9,6 +9,7 @@ import { randomToken } from './tokens.js'
 const ACQUIRE = loadScript(new URL('./scripts/acquire.lua', import.meta.url), { replyWidth: 3 })
 const RELEASE = loadScript(new URL('./scripts/release.lua', import.meta.url))
 const EXTEND = loadScript(new URL('./scripts/extend.lua', import.meta.url))
+const UNQUEUE = loadScript(new URL('./scripts/unqueue.lua', import.meta.url))
 
 /** The nodes of one lock manager and what every operation on them needs. */
 export interface Nodes {
@@ -146,6 +147,10 @@ export async function attemptAcquire(
         const rest = outcomes.flatMap((o, i) => (o && !o.ok && !o.undecided ? [i] : []))
         if (rest.length > 0) void releaseOn(nodes, target, prev, rest, '')
       }
+      // A waiter joined the queue of every node that refused it (in the same script call):
+      // leave those queues now that it holds the lock, on those nodes only (see unqueue.lua).
+      if (w && held > 0) unqueueWhereHeld(nodes, target, w.id, outcomes)
+      if (w) unqueueWhenHeld(nodes, target, w.id, requests, outcomes)
       // Votes are built only when someone will look at them (a grant's are rarely wanted).
       const votes = hasSubscribers(RELEASED_CHANNEL) ? votesOf(links, outcomes) : NO_VOTES
       return { kind: 'granted', token, fence, validUntil, votes, prevMissingOn }
@@ -265,6 +270,43 @@ export async function extendAll(
     return { node: i, status: 'not-owner' }
   })
   return { extended, answered, votes, start }
+}
+
+/** Nodes that refused a winning waiter (it queued there): take it out of their queues. */
+function unqueueWhereHeld(
+  nodes: Nodes,
+  target: LockTarget,
+  id: string,
+  outcomes: readonly Outcome<unknown>[],
+) {
+  const args = [id, target.lockKeys.length]
+  for (let i = 0; i < outcomes.length; i++) {
+    const o = outcomes[i]
+    if (o?.ok && (o.value as AcquireReply)[0] === 0)
+      nodes.links[i]!.call(UNQUEUE, target.releaseKeys, args).catch(() => {}) // best effort: the queue has a TTL
+  }
+}
+
+/** Nodes that had not answered when a waiter's grant was decided: unqueue it if they refuse. */
+function unqueueWhenHeld(
+  nodes: Nodes,
+  target: LockTarget,
+  id: string,
+  requests: readonly (Promise<unknown> | undefined)[],
+  outcomes: readonly Outcome<unknown>[],
+) {
+  for (let i = 0; i < outcomes.length; i++) {
+    const o = outcomes[i]
+    if (!o || o.ok || !o.undecided) continue
+    const link = nodes.links[i]!
+    requests[i]!.then(
+      (v) => {
+        if ((v as AcquireReply)[0] === 0)
+          link.call(UNQUEUE, target.releaseKeys, [id, target.lockKeys.length]).catch(() => {})
+      },
+      () => {},
+    )
+  }
 }
 
 async function releaseOn(nodes: Nodes, target: LockTarget, token: string, on: number[], prev: string) {

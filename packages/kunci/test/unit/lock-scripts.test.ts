@@ -10,7 +10,7 @@ const script = (name: string) =>
 describe('lock scripts and the TypeScript that calls them', () => {
   it('tokens are TOKEN_LENGTH hex characters, and every script uses the same length', () => {
     for (let i = 0; i < 300; i++) expect(randomToken()).toMatch(new RegExp(`^[0-9a-f]{${TOKEN_LENGTH}}$`))
-    for (const name of ['acquire', 'release', 'extend']) {
+    for (const name of ['acquire', 'release', 'extend', 'unqueue']) {
       expect(script(name)).toContain(`local TOKEN_LENGTH = ${TOKEN_LENGTH}`)
     }
   })
