@@ -3,9 +3,14 @@ import { InvalidOptionError } from '../errors.js'
 /** The durability a deployment promises for lock and fence keys; nodes weaker than this are warned about. */
 export type PersistenceProfile = 'always' | 'everysec' | 'none'
 
-/** Something a lock manager wants operators to know, e.g. a node without AOF. */
+/**
+ * Something a lock manager wants operators to know, at the first sight of each node (`run_id`):
+ * `KUNCI_W_PERSISTENCE` a node less durable than the `persistence` profile;
+ * `KUNCI_W_EVICTION` a node whose `maxmemory-policy` may evict lock keys (they have a TTL);
+ * `KUNCI_W_CONFIG_UNREADABLE` a setting could not be read.
+ */
 export interface KunciWarning {
-  readonly code: 'KUNCI_W_PERSISTENCE' | 'KUNCI_W_CONFIG_UNREADABLE'
+  readonly code: 'KUNCI_W_PERSISTENCE' | 'KUNCI_W_EVICTION' | 'KUNCI_W_CONFIG_UNREADABLE'
   readonly node: number
   readonly message: string
 }

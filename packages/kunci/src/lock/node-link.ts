@@ -170,8 +170,30 @@ export class NodeLink {
     this.#verified = true
     if (runId !== this.#warnedRunId) {
       this.#warnedRunId = runId
+      this.#checkEviction(fields)
       void this.#checkPersistence(fields)
     }
+  }
+
+  /**
+   * Lock keys have a TTL, so every policy but `noeviction` may evict them when the node is full
+   * (`volatile-*` picks among keys with a TTL, `allkeys-*` among all): an evicted lock is a lock
+   * the node forgets while its holder works. With `noeviction` a full node answers OOM, a failed
+   * vote. Read from INFO (memory section), which the restart check reads anyway: no round trip.
+   */
+  #checkEviction(fields: Map<string, string>): void {
+    const policy = fields.get('maxmemory_policy')
+    const maxmemory = Number(fields.get('maxmemory') ?? '0')
+    // maxmemory 0: no limit, nothing is ever evicted whatever the policy says.
+    if (policy === undefined || policy === 'noeviction' || !(maxmemory > 0)) return
+    this.#warn({
+      code: 'KUNCI_W_EVICTION',
+      node: this.index,
+      message:
+        `kunci: node ${this.index} runs with maxmemory ${maxmemory} and maxmemory-policy ${policy}: ` +
+        'when it is full it can evict lock keys (they have a TTL), and a lock it forgets can be granted twice. ' +
+        "Set 'maxmemory-policy noeviction' on lock nodes (a full node then refuses its vote), and keep caches on other instances.",
+    })
   }
 
   async #checkPersistence(fields: Map<string, string>): Promise<void> {

@@ -51,3 +51,55 @@ describe('persistence warnings', () => {
     expect(await warningsFor('none', 0)).toEqual([])
   })
 })
+
+describe('eviction warnings', () => {
+  it('warns (KUNCI_W_EVICTION) about nodes whose maxmemory-policy can evict lock keys, not about noeviction or no limit', async () => {
+    const set = await startNodes({ count: 4, proxy: false })
+    try {
+      const cs = set.nodes.map((n) => new Redis({ port: n.port }))
+      clients.push(...cs)
+      // node 0: allkeys-lru, node 1: volatile-ttl (lock keys have a TTL), node 2: noeviction,
+      // node 3: allkeys-lru but no memory limit (nothing is ever evicted).
+      const settings: [string, string][] = [
+        ['100mb', 'allkeys-lru'],
+        ['100mb', 'volatile-ttl'],
+        ['100mb', 'noeviction'],
+        ['0', 'allkeys-lru'],
+      ]
+      await Promise.all(
+        cs.map(async (c, i) => {
+          await c.config('SET', 'maxmemory', settings[i]![0])
+          await c.config('SET', 'maxmemory-policy', settings[i]![1])
+        }),
+      )
+      const warnings: KunciWarning[] = []
+      const seen = new Set<string>()
+      const onWarning = (w: KunciWarning) => warnings.push(w)
+      const sub = (w: unknown) => seen.add(`${(w as KunciWarning).code}:${(w as KunciWarning).node}`)
+      const { channel } = await import('node:diagnostics_channel')
+      channel('kunci:lock:warning').subscribe(sub)
+      try {
+        const rl = new Redlock({ clients: cs, quarantine: false, persistence: 'none', onWarning })
+        const lock = await rl.acquire('e', { ttlMs: 5000 })
+        // Every node has been checked once it has run the acquire (requests wait for the check).
+        await until(
+          async () => (await Promise.all(cs.map((c) => c.get('kunci:{e}')))).every((v) => v === lock.token),
+          'the acquire to reach every node',
+        )
+        await lock.release()
+        await rl.close()
+      } finally {
+        channel('kunci:lock:warning').unsubscribe(sub)
+      }
+      expect(warnings.map((w) => [w.code, w.node]).sort()).toEqual([
+        ['KUNCI_W_EVICTION', 0],
+        ['KUNCI_W_EVICTION', 1],
+      ])
+      expect(warnings[0]!.message).toMatch(/noeviction/)
+      expect([...seen].sort()).toEqual(['KUNCI_W_EVICTION:0', 'KUNCI_W_EVICTION:1'])
+    } finally {
+      for (const c of clients.splice(0)) c.disconnect()
+      await set.stop()
+    }
+  })
+})
