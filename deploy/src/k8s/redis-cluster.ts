@@ -1,0 +1,197 @@
+import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
+import { Job } from 'kubernetes-models/batch/v1/Job'
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget'
+import { ConfigMap } from 'kubernetes-models/v1/ConfigMap'
+import { Service } from 'kubernetes-models/v1/Service'
+import { CLUSTER_BUS_PORT, type DeployConfig, EXPORTER_PORT, REDIS_PORT } from './config.js'
+import {
+  ACL_DIR,
+  aclInitContainer,
+  baseRedisConf,
+  CONF_DIR,
+  CONTAINER_SECURITY,
+  exporterSidecar,
+  REDIS_POD_SECURITY,
+  redisProbes,
+  redisVolumes,
+  resources,
+  SECRET_DIR,
+  spreadOut,
+} from './redis-common.js'
+
+/** The Redis Cluster of 3 masters + 3 replicas that holds stock, reservations, order streams and the cache. */
+export const CLUSTER_NAME = 'redis-cluster'
+export const CLUSTER_REPLICAS = 6
+export const BOOTSTRAP_NAME = 'redis-cluster-bootstrap'
+
+export function clusterHost(cfg: DeployConfig, i: number): string {
+  return `${CLUSTER_NAME}-${i}.${CLUSTER_NAME}.${cfg.namespace}.svc.cluster.local`
+}
+
+export function clusterNodeAddresses(cfg: DeployConfig): string[] {
+  return Array.from({ length: CLUSTER_REPLICAS }, (_, i) => `${clusterHost(cfg, i)}:${REDIS_PORT}`)
+}
+
+/**
+ * Idempotent: creates the cluster when no slot is assigned yet; otherwise re-introduces every
+ * pod by its current IP (CLUSTER MEET), which is what a full restart needs when all pod IPs
+ * changed. Waits for cluster_state:ok either way, so the Job fails visibly if the cluster does not form.
+ */
+export function bootstrapScript(cfg: DeployConfig): string {
+  const hosts = Array.from({ length: CLUSTER_REPLICAS }, (_, i) => clusterHost(cfg, i))
+  return [
+    'set -eu',
+    `export REDISCLI_AUTH="$(cat ${SECRET_DIR}/admin-password)"`,
+    'cli() { redis-cli --no-auth-warning --user admin "$@"; }',
+    `HOSTS="${hosts.join(' ')}"`,
+    'ADDRS=""',
+    'for h in $HOSTS; do',
+    '  until cli -h "$h" -p 6379 ping 2>/dev/null | grep -q PONG; do echo "waiting for $h"; sleep 2; done',
+    '  ADDRS="$ADDRS $(getent hosts "$h" | cut -d" " -f1):6379"',
+    'done',
+    `FIRST=${hosts[0]}`,
+    'if cli -h "$FIRST" cluster info | grep -q "^cluster_slots_assigned:0[^0-9]"; then',
+    '  cli --cluster create $ADDRS --cluster-replicas 1 --cluster-yes',
+    'else',
+    '  for a in $ADDRS; do cli -h "$FIRST" cluster meet "$(echo "$a" | cut -d: -f1)" 6379; done',
+    'fi',
+    'until cli -h "$FIRST" cluster info | grep -q "^cluster_state:ok"; do echo "waiting for cluster_state:ok"; sleep 2; done',
+    'cli -h "$FIRST" cluster info | head -n 7',
+  ].join('\n')
+}
+
+export function clusterObjects(cfg: DeployConfig) {
+  const labels = { 'app.kubernetes.io/name': CLUSTER_NAME, 'app.kubernetes.io/part-of': 'kunci' }
+  const metadata = { name: CLUSTER_NAME, namespace: cfg.namespace, labels }
+  const conf = [
+    ...baseRedisConf(),
+    'cluster-enabled yes',
+    'cluster-config-file /data/nodes.conf',
+    'cluster-node-timeout 5000',
+    // Clients get hostnames in MOVED/CLUSTER SHARDS: they survive a pod getting a new IP.
+    'cluster-preferred-endpoint-type hostname',
+    // The app waits for one replica (WAIT 1) after each reservation; everysec bounds what a
+    // crash of master and replica together can lose to about one second.
+    'appendfsync everysec',
+    `maxmemory ${cfg.cluster.maxmemory}`,
+    `maxmemory-policy ${cfg.cluster.evictionPolicy}`,
+  ]
+  const configMap = new ConfigMap({
+    metadata: { ...metadata, name: `${CLUSTER_NAME}-conf` },
+    data: { 'redis.conf': `${conf.join('\n')}\n` },
+  })
+  const headless = new Service({
+    metadata,
+    spec: {
+      clusterIP: 'None',
+      selector: labels,
+      // The bootstrap Job and the nodes themselves need the names before the pods are ready.
+      publishNotReadyAddresses: true,
+      ports: [
+        { name: 'redis', port: REDIS_PORT, targetPort: 'redis' },
+        { name: 'bus', port: CLUSTER_BUS_PORT, targetPort: 'bus' },
+        { name: 'metrics', port: EXPORTER_PORT, targetPort: 'metrics' },
+      ],
+    },
+  })
+  const start = [
+    // nodes.conf keeps this node's ID (its identity) on the PVC; only its own address is refreshed.
+    `exec redis-server ${CONF_DIR}/redis.conf`,
+    `--cluster-announce-hostname "$POD_NAME.${CLUSTER_NAME}.$POD_NAMESPACE.svc.cluster.local"`,
+    '--cluster-announce-ip "$POD_IP"',
+  ].join(' ')
+  const statefulSet = new StatefulSet({
+    metadata,
+    spec: {
+      serviceName: CLUSTER_NAME,
+      replicas: CLUSTER_REPLICAS,
+      podManagementPolicy: 'Parallel',
+      minReadySeconds: 10,
+      updateStrategy: { type: 'RollingUpdate' },
+      persistentVolumeClaimRetentionPolicy: { whenDeleted: 'Retain', whenScaled: 'Retain' },
+      selector: { matchLabels: labels },
+      template: {
+        metadata: { labels },
+        spec: {
+          ...spreadOut(labels, cfg.cluster.zoneSpread),
+          securityContext: REDIS_POD_SECURITY,
+          automountServiceAccountToken: false,
+          enableServiceLinks: false,
+          terminationGracePeriodSeconds: 30,
+          initContainers: [aclInitContainer(cfg, true, cfg.exporterResources)],
+          containers: [
+            {
+              name: 'redis',
+              image: cfg.redisImage,
+              command: ['sh', '-c', start],
+              env: [
+                { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+                { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+                { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+              ],
+              ports: [
+                { name: 'redis', containerPort: REDIS_PORT },
+                { name: 'bus', containerPort: CLUSTER_BUS_PORT },
+              ],
+              resources: resources(cfg.cluster.resources),
+              securityContext: CONTAINER_SECURITY,
+              ...redisProbes(),
+              volumeMounts: [
+                { name: 'data', mountPath: '/data' },
+                { name: 'conf', mountPath: CONF_DIR, readOnly: true },
+                { name: 'acl', mountPath: ACL_DIR, readOnly: true },
+                { name: 'secret', mountPath: SECRET_DIR, readOnly: true },
+                { name: 'tmp', mountPath: '/tmp' },
+              ],
+            },
+            exporterSidecar(cfg),
+          ],
+          volumes: redisVolumes(`${CLUSTER_NAME}-conf`),
+        },
+      },
+      volumeClaimTemplates: [
+        {
+          metadata: { name: 'data', labels },
+          spec: {
+            accessModes: ['ReadWriteOnce'],
+            ...(cfg.storageClassName ? { storageClassName: cfg.storageClassName } : {}),
+            resources: { requests: { storage: cfg.cluster.storage } },
+          },
+        },
+      ],
+    },
+  })
+  const pdb = new PodDisruptionBudget({
+    metadata,
+    spec: { maxUnavailable: 1, selector: { matchLabels: labels } },
+  })
+  const jobLabels = { 'app.kubernetes.io/name': BOOTSTRAP_NAME, 'app.kubernetes.io/part-of': 'kunci' }
+  const bootstrap = new Job({
+    metadata: { name: BOOTSTRAP_NAME, namespace: cfg.namespace, labels: jobLabels },
+    spec: {
+      backoffLimit: 20,
+      ttlSecondsAfterFinished: 3600,
+      template: {
+        metadata: { labels: jobLabels },
+        spec: {
+          restartPolicy: 'OnFailure',
+          securityContext: REDIS_POD_SECURITY,
+          automountServiceAccountToken: false,
+          enableServiceLinks: false,
+          containers: [
+            {
+              name: 'bootstrap',
+              image: cfg.redisImage,
+              command: ['sh', '-c', bootstrapScript(cfg)],
+              resources: resources(cfg.exporterResources),
+              securityContext: CONTAINER_SECURITY,
+              volumeMounts: [{ name: 'secret', mountPath: SECRET_DIR, readOnly: true }],
+            },
+          ],
+          volumes: [{ name: 'secret', secret: { secretName: 'redis-users', defaultMode: 0o400 } }],
+        },
+      },
+    },
+  })
+  return [configMap, headless, statefulSet, pdb, bootstrap]
+}

@@ -1,0 +1,220 @@
+import { Deployment } from 'kubernetes-models/apps/v1/Deployment'
+import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler'
+import { Job } from 'kubernetes-models/batch/v1/Job'
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget'
+import type { IContainer } from 'kubernetes-models/v1/Container'
+import type { IEnvVar } from 'kubernetes-models/v1/EnvVar'
+import type { IPodSpec } from 'kubernetes-models/v1/PodSpec'
+import { Service } from 'kubernetes-models/v1/Service'
+import {
+  APP_SECRET,
+  type DeployConfig,
+  HTTP_PORT,
+  REDIS_CLIENT_LABEL,
+  REDIS_USERS_SECRET,
+  WORKER_PORT,
+} from './config.js'
+import { clusterNodeAddresses } from './redis-cluster.js'
+import { CONTAINER_SECURITY, resources } from './redis-common.js'
+import { redlockNodeAddresses } from './redlock.js'
+
+export const SERVICE_NAME = 'flash-sale'
+export const WORKER_NAME = 'flash-sale-worker'
+export const MIGRATE_NAME = 'flash-sale-migrate'
+const MAIN = 'apps/flash-sale/dist/cli/main.js'
+
+/**
+ * Drain budget: preStop sleeps while the endpoint is removed from every kube-proxy (no new
+ * requests), then SIGTERM starts the service's own drain (in-flight requests, up to ~10 s).
+ * terminationGracePeriodSeconds covers both plus a margin before SIGKILL.
+ */
+export const PRE_STOP_SLEEP_SECONDS = 5
+export const DRAIN_SECONDS = 10
+export const TERMINATION_GRACE_SECONDS = PRE_STOP_SLEEP_SECONDS + DRAIN_SECONDS + 10
+
+function env(cfg: DeployConfig): IEnvVar[] {
+  const secret = (name: string, key: string) => ({ secretKeyRef: { name, key } })
+  return [
+    { name: 'REDIS_CLUSTER_NODES', value: clusterNodeAddresses(cfg).join(',') },
+    { name: 'REDLOCK_NODES', value: redlockNodeAddresses(cfg).join(',') },
+    { name: 'REDIS_USERNAME', value: 'flash-sale' },
+    { name: 'REDIS_PASSWORD', valueFrom: secret(REDIS_USERS_SECRET, 'app-password') },
+    { name: 'DATABASE_URL', valueFrom: secret(APP_SECRET, 'database-url') },
+    {
+      name: 'QUEUE_URL',
+      valueFrom: { secretKeyRef: { name: APP_SECRET, key: 'queue-url', optional: true } },
+    },
+    { name: 'ADMIN_TOKEN', valueFrom: secret(APP_SECRET, 'admin-token') },
+    { name: 'STRATEGY', value: cfg.service.strategy },
+    { name: 'DURABILITY', value: 'replica' },
+    { name: 'PORT', value: String(HTTP_PORT) },
+    { name: 'WORKER_PORT', value: String(WORKER_PORT) },
+    { name: 'NODE_ENV', value: 'production' },
+  ]
+}
+
+function podSpec(container: IContainer): IPodSpec {
+  return {
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: 1000,
+      runAsGroup: 1000,
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+    automountServiceAccountToken: false,
+    enableServiceLinks: false,
+    terminationGracePeriodSeconds: TERMINATION_GRACE_SECONDS,
+    containers: [container],
+    volumes: [{ name: 'tmp', emptyDir: { sizeLimit: '64Mi' } }],
+    // Spread replicas over hosts when possible; losing a host must not take the whole service.
+    topologySpreadConstraints: [
+      {
+        maxSkew: 1,
+        topologyKey: 'kubernetes.io/hostname',
+        whenUnsatisfiable: 'ScheduleAnyway',
+        labelSelector: { matchLabels: { 'app.kubernetes.io/name': container.name } },
+      },
+    ],
+  }
+}
+
+function httpProbes(port: number): Pick<IContainer, 'startupProbe' | 'readinessProbe' | 'livenessProbe'> {
+  return {
+    startupProbe: { httpGet: { path: '/healthz', port }, periodSeconds: 2, failureThreshold: 60 },
+    readinessProbe: {
+      httpGet: { path: '/readyz', port },
+      periodSeconds: 5,
+      timeoutSeconds: 2,
+      failureThreshold: 1,
+    },
+    livenessProbe: {
+      httpGet: { path: '/healthz', port },
+      periodSeconds: 10,
+      timeoutSeconds: 3,
+      failureThreshold: 3,
+    },
+  }
+}
+
+export function serviceObjects(cfg: DeployConfig) {
+  const ns = cfg.namespace
+  const labels = { 'app.kubernetes.io/name': SERVICE_NAME, 'app.kubernetes.io/part-of': 'kunci' }
+  const podLabels = { ...labels, [REDIS_CLIENT_LABEL]: 'true' }
+  const server: IContainer = {
+    name: SERVICE_NAME,
+    image: cfg.image,
+    command: ['node', MAIN, 'serve'],
+    env: env(cfg),
+    ports: [{ name: 'http', containerPort: HTTP_PORT }],
+    resources: resources(cfg.service.resources),
+    securityContext: CONTAINER_SECURITY,
+    ...httpProbes(HTTP_PORT),
+    lifecycle: { preStop: { exec: { command: ['sleep', String(PRE_STOP_SLEEP_SECONDS)] } } },
+    volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+  }
+  const deployment = new Deployment({
+    metadata: { name: SERVICE_NAME, namespace: ns, labels },
+    spec: {
+      selector: { matchLabels: labels },
+      strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: '25%' } },
+      template: { metadata: { labels: podLabels }, spec: podSpec(server) },
+    },
+  })
+  const service = new Service({
+    metadata: { name: SERVICE_NAME, namespace: ns, labels },
+    spec: { selector: labels, ports: [{ name: 'http', port: 80, targetPort: 'http' }] },
+  })
+  const hpa = new HorizontalPodAutoscaler({
+    metadata: { name: SERVICE_NAME, namespace: ns, labels },
+    spec: {
+      scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: SERVICE_NAME },
+      minReplicas: cfg.service.minReplicas,
+      maxReplicas: cfg.service.maxReplicas,
+      metrics: [
+        {
+          type: 'Resource',
+          resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 60 } },
+        },
+      ],
+      // A sale opens as a spike: scale up at once, down slowly (a second wave often follows).
+      behavior: {
+        scaleUp: {
+          stabilizationWindowSeconds: 0,
+          policies: [{ type: 'Percent', value: 100, periodSeconds: 15 }],
+        },
+        scaleDown: {
+          stabilizationWindowSeconds: 300,
+          policies: [{ type: 'Percent', value: 20, periodSeconds: 60 }],
+        },
+      },
+    },
+  })
+  const pdb = new PodDisruptionBudget({
+    metadata: { name: SERVICE_NAME, namespace: ns, labels },
+    spec: { maxUnavailable: 1, selector: { matchLabels: labels } },
+  })
+
+  const workerLabels = { 'app.kubernetes.io/name': WORKER_NAME, 'app.kubernetes.io/part-of': 'kunci' }
+  const worker: IContainer = {
+    name: WORKER_NAME,
+    image: cfg.image,
+    command: ['node', MAIN, 'worker'],
+    env: env(cfg),
+    ports: [{ name: 'metrics', containerPort: WORKER_PORT }],
+    resources: resources(cfg.worker.resources),
+    securityContext: CONTAINER_SECURITY,
+    ...httpProbes(WORKER_PORT),
+    volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+  }
+  const workerDeployment = new Deployment({
+    metadata: { name: WORKER_NAME, namespace: ns, labels: workerLabels },
+    spec: {
+      replicas: cfg.worker.replicas,
+      selector: { matchLabels: workerLabels },
+      template: {
+        metadata: { labels: { ...workerLabels, [REDIS_CLIENT_LABEL]: 'true' } },
+        spec: podSpec(worker),
+      },
+    },
+  })
+  const workerService = new Service({
+    metadata: { name: WORKER_NAME, namespace: ns, labels: workerLabels },
+    spec: { selector: workerLabels, ports: [{ name: 'metrics', port: WORKER_PORT, targetPort: 'metrics' }] },
+  })
+  const workerPdb = new PodDisruptionBudget({
+    metadata: { name: WORKER_NAME, namespace: ns, labels: workerLabels },
+    spec: { maxUnavailable: 1, selector: { matchLabels: workerLabels } },
+  })
+
+  // Migrations run once per release as a Job, not as an initContainer of every replica: N
+  // replicas starting together would race on the same schema change.
+  const migrateLabels = { 'app.kubernetes.io/name': MIGRATE_NAME, 'app.kubernetes.io/part-of': 'kunci' }
+  const migrate = new Job({
+    metadata: { name: MIGRATE_NAME, namespace: ns, labels: migrateLabels },
+    spec: {
+      backoffLimit: 3,
+      ttlSecondsAfterFinished: 3600,
+      template: {
+        metadata: { labels: migrateLabels },
+        spec: {
+          ...podSpec({
+            name: MIGRATE_NAME,
+            image: cfg.image,
+            command: ['node', MAIN, 'migrate'],
+            env: [
+              {
+                name: 'DATABASE_URL',
+                valueFrom: { secretKeyRef: { name: APP_SECRET, key: 'database-url' } },
+              },
+            ],
+            resources: resources(cfg.worker.resources),
+            securityContext: CONTAINER_SECURITY,
+            volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+          }),
+          restartPolicy: 'OnFailure',
+        },
+      },
+    },
+  })
+  return [deployment, service, hpa, pdb, workerDeployment, workerService, workerPdb, migrate]
+}
