@@ -27,6 +27,8 @@ export interface StartClusterOptions {
   baseDir?: string
   /** cluster-node-timeout: low so that failure detection and failover take seconds. @defaultValue 1000 */
   nodeTimeoutMs?: number
+  /** More redis-server arguments for every node (e.g. `--user app on >pw ~* +@all`). @defaultValue [] */
+  extraArgs?: string[]
 }
 
 export const DEFAULT_CLUSTER_OPTIONS = Object.freeze({
@@ -36,6 +38,7 @@ export const DEFAULT_CLUSTER_OPTIONS = Object.freeze({
   aof: 'everysec',
   baseDir: undefined,
   nodeTimeoutMs: 1_000,
+  extraArgs: [] as string[],
 } satisfies StartClusterOptions)
 
 export interface MigrateSlotOptions {
@@ -367,6 +370,7 @@ export async function startCluster(input: StartClusterOptions = {}): Promise<Red
       '0',
     ]
     if (opts.password !== undefined) args.push('--masterauth', opts.password)
+    args.push(...opts.extraArgs)
     nodes.push(
       new ManagedNode({
         name: `node-${i}`,

@@ -1,0 +1,23 @@
+import type { Registry } from 'prom-client'
+import type { Db } from './db/database.js'
+import type { ServiceMetrics } from './metrics/service-metrics.js'
+import type { Catalog } from './sale/catalog.js'
+import type { SaleStore } from './sale/sale-store.js'
+import type { CheckoutStrategy } from './strategies/strategy.js'
+
+/** Everything the HTTP layer needs, built by server.ts (or a test) and passed to buildApp. */
+export interface AppDeps {
+  strategy: CheckoutStrategy
+  store: SaleStore
+  db: Db
+  catalog: Catalog
+  registry: Registry
+  metrics: ServiceMetrics
+  adminToken: string
+  /** Checkouts in flight before 429. */
+  maxInflight: number
+  /** Event-loop delay (ms) above which requests are shed with 503; 0 disables. */
+  maxEventLoopDelayMs: number
+  /** Redis and SQL reachable (cached by the caller). */
+  ready(): Promise<boolean>
+}

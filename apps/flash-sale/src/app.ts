@@ -1,0 +1,37 @@
+import Fastify, { type FastifyInstance } from 'fastify'
+import type { AppDeps } from './app-deps.js'
+import { registerErrorHandling } from './plugins/errors.js'
+import { adminRoutes } from './routes/admin.js'
+import { checkoutRoutes } from './routes/checkout.js'
+import { healthRoutes } from './routes/health.js'
+import { orderRoutes } from './routes/orders.js'
+import { productRoutes } from './routes/products.js'
+
+export interface App extends FastifyInstance {
+  /** Readiness turns false; in-flight requests go on (server.ts closes after this). */
+  startDraining(): void
+}
+
+/** The HTTP layer, without listen(): tests use `app.inject()`, server.ts listens. */
+export async function buildApp(deps: AppDeps, opts: { logger?: boolean } = {}): Promise<App> {
+  const app = Fastify({
+    logger: opts.logger ? { level: 'warn' } : false,
+    // Ids in bodies are small; anything deeply nested is not ours.
+    bodyLimit: 16_384,
+    return503OnClosing: true,
+    requestTimeout: 30_000,
+  }) as unknown as App
+  let draining = false
+  app.startDraining = () => {
+    draining = true
+  }
+  // Fastify parses text/plain by default; a checkout is JSON only, anything else is a 415.
+  app.removeContentTypeParser('text/plain')
+  registerErrorHandling(app)
+  await app.register(healthRoutes, { ...deps, draining: () => draining })
+  await app.register(checkoutRoutes, deps)
+  await app.register(orderRoutes, deps)
+  await app.register(productRoutes, deps)
+  await app.register(adminRoutes, deps)
+  return app
+}

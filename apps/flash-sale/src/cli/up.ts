@@ -1,0 +1,116 @@
+import { parseArgs } from 'node:util'
+import { startStack } from '../stack/local-stack.js'
+import type { Command } from './command.js'
+
+const HELP = `usage: flash-sale up [--strategy lua|redlock|naive] [--instances 2] [--durability replica|none]
+                     [--product 9921] [--stock 100] [--price 49.99] [--port 8080]
+                     [--database-url postgres://…] [--queue-url amqp://…] [--json] [--quiet]
+
+Starts a whole local stack: a 3+3 Redis Cluster and 5 independent lock nodes (ACL user for the
+app), SQL (embedded PGlite unless --database-url), the service (--instances processes on one
+port) and a worker; creates the sale; prints the URLs and the admin token. Ctrl-C stops it all.`
+
+export const upCommand: Command = {
+  name: 'up',
+  summary: 'start a whole local stack (Redis Cluster, 5 lock nodes, SQL, service, worker) until Ctrl-C',
+  async run(argv) {
+    let values: Record<string, string | boolean | undefined>
+    try {
+      values = parseArgs({
+        args: argv,
+        options: {
+          strategy: { type: 'string', default: 'lua' },
+          instances: { type: 'string', default: '2' },
+          durability: { type: 'string', default: 'replica' },
+          product: { type: 'string', default: '9921' },
+          stock: { type: 'string', default: '100' },
+          price: { type: 'string', default: '49.99' },
+          port: { type: 'string', default: '8080' },
+          'database-url': { type: 'string' },
+          'queue-url': { type: 'string' },
+          json: { type: 'boolean', default: false },
+          quiet: { type: 'boolean', default: false },
+          help: { type: 'boolean', default: false },
+        },
+      }).values
+    } catch (err) {
+      console.error(`flash-sale up: ${(err as Error).message}\n\n${HELP}`)
+      return 2
+    }
+    if (values.help) {
+      console.log(HELP)
+      return 0
+    }
+    const problems: string[] = []
+    const strategy = String(values.strategy)
+    if (!['lua', 'redlock', 'naive'].includes(strategy)) problems.push('--strategy: lua, redlock or naive')
+    const durability = String(values.durability)
+    if (!['replica', 'none'].includes(durability)) problems.push('--durability: replica or none')
+    const int = (name: string, min: number, max: number) => {
+      const n = Number(values[name])
+      if (!Number.isInteger(n) || n < min || n > max)
+        problems.push(`--${name}: an integer from ${min} to ${max}`)
+      return n
+    }
+    const instances = int('instances', 1, 32)
+    const stock = int('stock', 0, 10_000_000)
+    const port = int('port', 0, 65_535)
+    const price = Number(values.price)
+    if (!Number.isFinite(price) || price < 0) problems.push('--price: a number ≥ 0')
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(String(values.product)))
+      problems.push('--product: an id (A-Z a-z 0-9 _ -)')
+    if (problems.length) {
+      console.error(`flash-sale up:\n  ${problems.join('\n  ')}`)
+      return 2
+    }
+    const log = (l: string) => values.quiet || console.error(l)
+    log('[up] starting a 3+3 Redis Cluster, 5 lock nodes, SQL, the service and a worker…')
+    const stack = await startStack({
+      strategy: strategy as 'lua',
+      durability: durability as 'replica',
+      instances,
+      port,
+      databaseUrl: values['database-url'] as string | undefined,
+      queueUrl: values['queue-url'] as string | undefined,
+      sale: { productId: String(values.product), stock, price },
+      echo: !values.quiet,
+    })
+    const info = {
+      url: stack.url,
+      admin_token: stack.adminToken,
+      strategy,
+      product_id: String(values.product),
+      stock,
+      metrics: stack.metricsUrl,
+      worker_metrics: stack.workerMetricsUrl,
+      redis_cluster: stack.env.REDIS_CLUSTER_NODES,
+      redlock_nodes: stack.env.REDLOCK_NODES,
+      database_url: stack.databaseUrl,
+    }
+    if (values.json) console.log(JSON.stringify(info))
+    else {
+      console.log(
+        [
+          '',
+          `flash sale ready (${strategy}): ${stack.url}`,
+          `  checkout:  curl -s -XPOST ${stack.url}/v1/checkout -H 'content-type: application/json' -d '{"product_id":${values.product},"user_id":4711}'`,
+          `  product:   curl -s ${stack.url}/v1/products/${values.product}`,
+          `  admin:     curl -s ${stack.url}/admin/sales/${values.product} -H 'authorization: Bearer ${stack.adminToken}'`,
+          `  admin token: ${stack.adminToken}`,
+          `  metrics:   ${stack.metricsUrl}  (worker: ${stack.workerMetricsUrl})`,
+          `  Redis Cluster: ${info.redis_cluster}`,
+          `  lock nodes:    ${info.redlock_nodes}`,
+          `  SQL:           ${info.database_url}`,
+          'Ctrl-C stops everything.',
+        ].join('\n'),
+      )
+    }
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', () => resolve())
+      process.once('SIGTERM', () => resolve())
+    })
+    log('[up] stopping…')
+    await stack.stop()
+    return 0
+  },
+}

@@ -1,0 +1,186 @@
+/**
+ * The service's configuration: the only module that reads `process.env`. Every problem is
+ * collected and reported at once (one line each), so a deployment fails with the whole list
+ * instead of one error per restart.
+ */
+
+export type Strategy = 'lua' | 'redlock' | 'naive'
+export type Durability = 'replica' | 'none'
+
+export interface HostPort {
+  host: string
+  port: number
+}
+
+export interface ServiceConfig {
+  /** Checkout strategy. @defaultValue 'lua' */
+  strategy: Strategy
+  /** `replica`: a reservation is answered 200 only after WAIT 1 confirms a replica holds it. @defaultValue 'replica' */
+  durability: Durability
+  /** How long WAIT may take before the answer becomes 202 pending. @defaultValue 50 */
+  waitTimeoutMs: number
+  /** Redis Cluster seed nodes (REDIS_CLUSTER_NODES), or one standalone node (REDIS_URL). */
+  redis: { cluster: HostPort[] } | { url: string }
+  /** The independent lock nodes of the `redlock` strategy (REDLOCK_NODES). @defaultValue [] */
+  redlockNodes: HostPort[]
+  redisUsername: string | undefined
+  redisPassword: string | undefined
+  /** PostgreSQL connection string (the embedded PGlite of `flash-sale up` speaks the same protocol). */
+  databaseUrl: string
+  /** amqp:// URL: orders are relayed from the stream to RabbitMQ. @defaultValue undefined (stream only) */
+  queueUrl: string | undefined
+  adminToken: string
+  host: string
+  /** @defaultValue 8080 */
+  port: number
+  /** The worker's /metrics, /healthz, /readyz. @defaultValue 9464 */
+  workerPort: number
+  /** Checkouts in flight per instance before answering 429. @defaultValue 1024 */
+  maxInflight: number
+  /** Event-loop delay above which requests are shed with 503. @defaultValue 250 */
+  maxEventLoopDelayMs: number
+  /** `redlock`: how long a checkout waits for the product's lock before 429. @defaultValue 250 */
+  lockWaitMs: number
+  /** Worker: idle time after which another worker claims a pending order event. @defaultValue 15000 */
+  claimIdleMs: number
+  /** Worker: deliveries of one event before it goes to the dead-letter stream. @defaultValue 5 */
+  maxDeliveries: number
+  /** SIGTERM: longest time to finish in-flight work. @defaultValue 10000 */
+  drainTimeoutMs: number
+}
+
+export const DEFAULT_CONFIG = Object.freeze({
+  strategy: 'lua',
+  durability: 'replica',
+  waitTimeoutMs: 50,
+  host: '0.0.0.0',
+  port: 8080,
+  workerPort: 9464,
+  maxInflight: 1024,
+  maxEventLoopDelayMs: 250,
+  lockWaitMs: 250,
+  claimIdleMs: 15_000,
+  maxDeliveries: 5,
+  drainTimeoutMs: 10_000,
+} as const)
+
+export class ConfigError extends Error {
+  readonly code = 'E_CONFIG'
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
+    this.name = 'ConfigError'
+  }
+}
+
+type Env = Record<string, string | undefined>
+
+export function parseHostPorts(value: string): HostPort[] {
+  return value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((item) => {
+      const i = item.lastIndexOf(':')
+      const host = i > 0 ? item.slice(0, i) : ''
+      const port = Number(item.slice(i + 1))
+      if (!host || !Number.isInteger(port) || port < 1 || port > 65_535) throw new Error(item)
+      return { host, port }
+    })
+}
+
+/**
+ * Reads the environment. `overrides` (from CLI flags) win over the environment.
+ * Variables: STRATEGY, DURABILITY, WAIT_TIMEOUT_MS, REDIS_CLUSTER_NODES | REDIS_URL, REDLOCK_NODES,
+ * REDIS_USERNAME, REDIS_PASSWORD, DATABASE_URL, QUEUE_URL, ADMIN_TOKEN, HOST, PORT, WORKER_PORT,
+ * MAX_INFLIGHT, MAX_EVENT_LOOP_DELAY_MS, LOCK_WAIT_MS, CLAIM_IDLE_MS, MAX_DELIVERIES, DRAIN_TIMEOUT_MS.
+ */
+export function loadConfig(env: Env = process.env, overrides: Env = {}): ServiceConfig {
+  const get = (name: string) => {
+    const v = overrides[name] ?? env[name]
+    return v === undefined || v === '' ? undefined : v
+  }
+  const problems: string[] = []
+  const int = (name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER) => {
+    const raw = get(name)
+    if (raw === undefined) return fallback
+    const n = Number(raw)
+    if (!Number.isInteger(n) || n < min || n > max) {
+      problems.push(`${name}=${raw}: expected an integer from ${min} to ${max}`)
+      return fallback
+    }
+    return n
+  }
+  const oneOf = <T extends string>(name: string, allowed: readonly T[], fallback: T): T => {
+    const raw = get(name)
+    if (raw === undefined) return fallback
+    if (!allowed.includes(raw as T)) {
+      problems.push(`${name}=${raw}: expected one of ${allowed.join(', ')}`)
+      return fallback
+    }
+    return raw as T
+  }
+  const hostPorts = (name: string): HostPort[] => {
+    const raw = get(name)
+    if (raw === undefined) return []
+    try {
+      return parseHostPorts(raw)
+    } catch (err) {
+      problems.push(`${name}: "${(err as Error).message}" is not host:port (comma-separated list expected)`)
+      return []
+    }
+  }
+
+  const strategy = oneOf('STRATEGY', ['lua', 'redlock', 'naive'] as const, DEFAULT_CONFIG.strategy)
+  const durability = oneOf('DURABILITY', ['replica', 'none'] as const, DEFAULT_CONFIG.durability)
+  const clusterNodes = hostPorts('REDIS_CLUSTER_NODES')
+  const redisUrl = get('REDIS_URL')
+  let redis: ServiceConfig['redis'] = { cluster: clusterNodes }
+  if (clusterNodes.length > 0 && redisUrl) {
+    problems.push('REDIS_CLUSTER_NODES and REDIS_URL are both set: choose the cluster or one standalone node')
+  } else if (redisUrl) {
+    if (!/^rediss?:\/\//.test(redisUrl)) problems.push(`REDIS_URL=${redisUrl}: expected redis://host:port`)
+    redis = { url: redisUrl }
+  } else if (clusterNodes.length === 0 && !get('REDIS_CLUSTER_NODES')) {
+    problems.push('REDIS_CLUSTER_NODES (host:port,…) or REDIS_URL is required')
+  }
+  const redlockNodes = hostPorts('REDLOCK_NODES')
+  if (strategy === 'redlock' && redlockNodes.length === 0 && !get('REDLOCK_NODES')) {
+    problems.push(
+      'REDLOCK_NODES is required with STRATEGY=redlock (5 independent Redis masters, host:port,…)',
+    )
+  } else if (strategy === 'redlock' && redlockNodes.length > 0 && redlockNodes.length < 3) {
+    problems.push(`REDLOCK_NODES: ${redlockNodes.length} node(s); Redlock needs at least 3 (5 recommended)`)
+  }
+  const databaseUrl = get('DATABASE_URL')
+  if (!databaseUrl) problems.push('DATABASE_URL is required (postgres://user@host:port/db)')
+  else if (!/^postgres(ql)?:\/\//.test(databaseUrl)) problems.push('DATABASE_URL: expected postgres://…')
+  const queueUrl = get('QUEUE_URL')
+  if (queueUrl && !/^amqps?:\/\//.test(queueUrl)) problems.push(`QUEUE_URL=${queueUrl}: expected amqp://…`)
+  const adminToken = get('ADMIN_TOKEN')
+  if (!adminToken) problems.push('ADMIN_TOKEN is required (at least 16 characters)')
+  else if (adminToken.length < 16) problems.push('ADMIN_TOKEN: too short, use at least 16 random characters')
+
+  const config: ServiceConfig = {
+    strategy,
+    durability,
+    waitTimeoutMs: int('WAIT_TIMEOUT_MS', DEFAULT_CONFIG.waitTimeoutMs, 1, 10_000),
+    redis,
+    redlockNodes,
+    redisUsername: get('REDIS_USERNAME'),
+    redisPassword: get('REDIS_PASSWORD'),
+    databaseUrl: databaseUrl ?? '',
+    queueUrl,
+    adminToken: adminToken ?? '',
+    host: get('HOST') ?? DEFAULT_CONFIG.host,
+    port: int('PORT', DEFAULT_CONFIG.port, 0, 65_535),
+    workerPort: int('WORKER_PORT', DEFAULT_CONFIG.workerPort, 0, 65_535),
+    maxInflight: int('MAX_INFLIGHT', DEFAULT_CONFIG.maxInflight, 1),
+    maxEventLoopDelayMs: int('MAX_EVENT_LOOP_DELAY_MS', DEFAULT_CONFIG.maxEventLoopDelayMs, 10),
+    lockWaitMs: int('LOCK_WAIT_MS', DEFAULT_CONFIG.lockWaitMs, 0, 60_000),
+    claimIdleMs: int('CLAIM_IDLE_MS', DEFAULT_CONFIG.claimIdleMs, 100),
+    maxDeliveries: int('MAX_DELIVERIES', DEFAULT_CONFIG.maxDeliveries, 1, 1000),
+    drainTimeoutMs: int('DRAIN_TIMEOUT_MS', DEFAULT_CONFIG.drainTimeoutMs, 0, 600_000),
+  }
+  if (problems.length > 0) throw new ConfigError(problems)
+  return config
+}

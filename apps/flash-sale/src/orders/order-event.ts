@@ -1,0 +1,41 @@
+/** An order as the reservation wrote it to the sale's stream, and how it is parsed back. */
+export interface OrderEvent {
+  orderId: string
+  productId: string
+  userId: string
+  round: number
+  unit: number
+  priceCents: number
+  reservedAtMs: number
+}
+
+export class MalformedEventError extends Error {
+  readonly code = 'E_MALFORMED_EVENT'
+  constructor(entryId: string, why: string) {
+    super(`order event ${entryId}: ${why}`)
+    this.name = 'MalformedEventError'
+  }
+}
+
+/** Stream entry fields (flat [k, v, k, v…]) → event. Throws MalformedEventError. */
+export function parseOrderEvent(productId: string, entryId: string, fields: string[]): OrderEvent {
+  const f = new Map<string, string>()
+  for (let i = 0; i + 1 < fields.length; i += 2) f.set(fields[i]!, fields[i + 1]!)
+  const num = (name: string) => {
+    const n = Number(f.get(name))
+    if (!Number.isSafeInteger(n) || n < 0) throw new MalformedEventError(entryId, `${name} is not an integer`)
+    return n
+  }
+  const orderId = f.get('order_id')
+  const userId = f.get('user_id')
+  if (!orderId || !userId) throw new MalformedEventError(entryId, 'order_id or user_id missing')
+  return {
+    orderId,
+    productId,
+    userId,
+    round: num('round'),
+    unit: num('unit'),
+    priceCents: num('price_cents'),
+    reservedAtMs: num('reserved_at'),
+  }
+}

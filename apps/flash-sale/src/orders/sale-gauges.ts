@@ -1,0 +1,48 @@
+import type { Db } from '../db/database.js'
+import type { ServiceMetrics } from '../metrics/service-metrics.js'
+import type { RedisClient } from '../redis/connect.js'
+import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
+import { saleCounts } from '../sale/sale-admin.js'
+import type { SaleStore } from '../sale/sale-store.js'
+
+/** XINFO GROUPS → the group's pending and lag (Redis ≥ 7.0 reports lag). */
+export async function groupBacklog(redis: RedisClient, productId: string, group = WORKER_GROUP) {
+  const groups = (await redis.xinfo('GROUPS', saleKeys(productId).orders)) as unknown[][]
+  for (const g of groups) {
+    const f = new Map<string, unknown>()
+    for (let i = 0; i + 1 < g.length; i += 2) f.set(String(g[i]), g[i + 1])
+    if (f.get('name') === group) {
+      const lag = f.get('lag')
+      return {
+        pending: Number(f.get('pending') ?? 0),
+        lag: lag === null || lag === undefined ? 0 : Number(lag),
+      }
+    }
+  }
+  return { pending: 0, lag: 0 }
+}
+
+/**
+ * The worker's periodic view of each sale: stream pending and lag, stock remaining, and the drift
+ * between Redis and SQL once the queue is drained (reserved − confirmed − failed; 0 when sound).
+ */
+export async function updateSaleGauges(
+  redis: RedisClient,
+  store: SaleStore,
+  db: Db,
+  metrics: ServiceMetrics,
+): Promise<void> {
+  for (const productId of await store.saleIds()) {
+    const backlog = await groupBacklog(redis, productId)
+    metrics.streamPending.set({ product_id: productId }, backlog.pending)
+    metrics.streamLag.set({ product_id: productId }, backlog.lag)
+    const remaining = await store.remaining(productId)
+    if (remaining !== undefined) metrics.stockRemaining.set({ product_id: productId }, remaining)
+    if (backlog.pending === 0 && backlog.lag === 0) {
+      const dead = await redis.xlen(saleKeys(productId).dead)
+      const counts = await saleCounts(db, productId, remaining, dead)
+      if (counts)
+        metrics.drift.set({ product_id: productId }, counts.reserved - counts.persisted - counts.failed)
+    }
+  }
+}

@@ -1,0 +1,31 @@
+/**
+ * Every Redis key of the service. All keys of one sale share the hash tag `{sale:<id>}`, so the
+ * reservation script touches one slot (one node of the Cluster) and runs atomically.
+ */
+export function saleKeys(productId: string) {
+  const tag = `{sale:${productId}}`
+  return {
+    /** Hash: round, stock_total, price_cents, starts_at_ms, ends_at_ms, per_user_limit. */
+    meta: `${tag}:meta`,
+    /** Integer: units not yet reserved. */
+    stock: `${tag}:stock`,
+    /** Hash: user id → "<units bought>|<last order id>" for this round. */
+    buyers: `${tag}:buyers`,
+    /** Hash: idempotency key → the stored answer. */
+    idem: `${tag}:idem`,
+    /** Hash: order id → "<status>|<user>|<round>" (reserved, confirmed, failed). */
+    status: `${tag}:status`,
+    /** Stream of order events, consumed by the workers' group (the outbox). */
+    orders: `${tag}:orders`,
+    /** Stream of events that kept failing, with the reason. */
+    dead: `${tag}:dead`,
+  }
+}
+
+export type SaleKeys = ReturnType<typeof saleKeys>
+
+/** Set of product ids with a sale, so workers know which streams to consume. Not slot-bound. */
+export const SALES_REGISTRY_KEY = 'flash-sale:sales'
+export const WORKER_GROUP = 'order-workers'
+export const RELAY_GROUP = 'amqp-relay'
+export const CACHE_PREFIX = 'flash-sale:cache'

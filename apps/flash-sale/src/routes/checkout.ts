@@ -1,0 +1,77 @@
+import underPressure from '@fastify/under-pressure'
+import type { FastifyInstance } from 'fastify'
+import type { AppDeps } from '../app-deps.js'
+import { ApiError, busy, invalid, unavailable } from '../domain/errors.js'
+import { parseId, parseIdempotencyKey } from '../domain/ids.js'
+import { sendError } from '../plugins/errors.js'
+
+/** Checkout bodies are ~40 bytes; anything much larger is not a checkout. */
+const BODY_LIMIT = 1_024
+
+/**
+ * POST /v1/checkout { product_id, user_id } [Idempotency-Key]. Validates, sheds load before any
+ * Redis or SQL work (event-loop delay → 503, too many in flight → 429), then hands over to the
+ * strategy and translates its answer.
+ */
+export async function checkoutRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  const strategy = deps.strategy.name
+  let inflight = 0
+  if (deps.maxEventLoopDelayMs > 0) {
+    await app.register(underPressure, {
+      maxEventLoopDelay: deps.maxEventLoopDelayMs,
+      retryAfter: 1,
+      pressureHandler: (_req, reply, type) => {
+        deps.metrics.shed.inc({ reason: String(type) })
+        deps.metrics.checkouts.inc({ strategy, outcome: 'unavailable', status: '503' })
+        sendError(reply, unavailable('this instance is overloaded', 1))
+      },
+    })
+  }
+
+  app.post('/v1/checkout', { bodyLimit: BODY_LIMIT }, async (request, reply) => {
+    const started = performance.now()
+    let status = 500
+    let outcome = 'error'
+    try {
+      const body = request.body
+      if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+        throw invalid('body', 'expected a JSON object { "product_id": …, "user_id": … }')
+      }
+      const { product_id: rawProduct, user_id: rawUser } = body as Record<string, unknown>
+      const productId = parseId('product_id', rawProduct)
+      const userId = parseId('user_id', rawUser)
+      const idempotencyKey = parseIdempotencyKey(request.headers['idempotency-key'])
+      if (inflight >= deps.maxInflight) {
+        deps.metrics.shed.inc({ reason: 'inflight' })
+        throw busy('too many checkouts in flight on this instance', 1)
+      }
+      inflight++
+      deps.metrics.inflight.inc()
+      try {
+        const result = await deps.strategy.checkout({ productId, userId, idempotencyKey })
+        if (result.remaining !== undefined)
+          deps.metrics.stockRemaining.set({ product_id: productId }, result.remaining)
+        status = result.status === 'pending' ? 202 : 200
+        outcome = result.status
+        return reply.code(status).send({
+          order_id: result.orderId,
+          status: result.status,
+          product_id: rawProduct,
+          user_id: rawUser,
+        })
+      } finally {
+        inflight--
+        deps.metrics.inflight.dec()
+      }
+    } catch (err) {
+      if (err instanceof ApiError) {
+        status = err.status
+        outcome = err.code.toLowerCase()
+      }
+      throw err
+    } finally {
+      deps.metrics.checkouts.inc({ strategy, outcome, status: String(status) })
+      deps.metrics.checkoutDuration.observe({ strategy }, (performance.now() - started) / 1_000)
+    }
+  })
+}

@@ -1,0 +1,22 @@
+import type { FastifyInstance } from 'fastify'
+import type { AppDeps } from '../app-deps.js'
+import { ApiError } from '../domain/errors.js'
+import { parseId } from '../domain/ids.js'
+
+/** GET /v1/products/:product_id → name and price (cached catalog), remaining stock (live). */
+export async function productRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  app.get<{ Params: { product_id: string } }>('/v1/products/:product_id', async (request) => {
+    const productId = parseId('product_id', request.params.product_id)
+    const [product, remaining] = await Promise.all([
+      deps.catalog.product(productId),
+      deps.strategy.remaining(productId),
+    ])
+    if (product === undefined) throw new ApiError('UNKNOWN_PRODUCT', `no product ${productId}`)
+    return {
+      product_id: productId,
+      name: product.name,
+      price: product.price_cents / 100,
+      remaining_stock: remaining ?? 0,
+    }
+  })
+}

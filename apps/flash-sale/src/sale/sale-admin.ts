@@ -1,0 +1,125 @@
+import { type Db, inTransaction } from '../db/database.js'
+import type { Catalog } from './catalog.js'
+import type { SaleStore } from './sale-store.js'
+
+export interface SaleInput {
+  productId: string
+  stock: number
+  priceCents: number
+  name: string | undefined
+  startsAt: Date | undefined
+  endsAt: Date | undefined
+  perUserLimit: number
+}
+
+export interface SaleView {
+  product_id: string
+  name: string
+  price: number
+  round: number
+  stock_total: number
+  per_user_limit: number
+  starts_at: string | null
+  ends_at: string | null
+}
+
+/**
+ * Creates or resets a sale: SQL first (product, and the sale's new round with sold = 0), then the
+ * stock pre-loaded in Redis, then the catalog entry dropped from every cache. If Redis fails after
+ * SQL, the admin repeats the call: a new round again, nothing half-open in Redis.
+ */
+export async function putSale(
+  db: Db,
+  store: SaleStore,
+  catalog: Catalog,
+  input: SaleInput,
+): Promise<SaleView> {
+  const row = await inTransaction(db, async (c) => {
+    await c.query(
+      `INSERT INTO products (product_id, name, price_cents) VALUES ($1, $2, $3)
+       ON CONFLICT (product_id) DO UPDATE SET name = COALESCE($4, products.name), price_cents = EXCLUDED.price_cents, updated_at = now()`,
+      [input.productId, input.name ?? `Product ${input.productId}`, input.priceCents, input.name ?? null],
+    )
+    const r = await c.query<{ round: number; name: string }>(
+      `INSERT INTO sales (product_id, round, stock_total, sold, per_user_limit, starts_at, ends_at)
+       VALUES ($1, 1, $2, 0, $3, $4, $5)
+       ON CONFLICT (product_id) DO UPDATE SET round = sales.round + 1, stock_total = EXCLUDED.stock_total, sold = 0,
+         per_user_limit = EXCLUDED.per_user_limit, starts_at = EXCLUDED.starts_at, ends_at = EXCLUDED.ends_at, updated_at = now()
+       RETURNING round, (SELECT name FROM products WHERE product_id = $1) AS name`,
+      [input.productId, input.stock, input.perUserLimit, input.startsAt ?? null, input.endsAt ?? null],
+    )
+    return r.rows[0]!
+  })
+  await store.preload({
+    productId: input.productId,
+    round: row.round,
+    stockTotal: input.stock,
+    priceCents: input.priceCents,
+    startsAtMs: input.startsAt?.getTime() ?? 0,
+    endsAtMs: input.endsAt?.getTime() ?? 0,
+    perUserLimit: input.perUserLimit,
+  })
+  await catalog.invalidate(input.productId)
+  return {
+    product_id: input.productId,
+    name: row.name,
+    price: input.priceCents / 100,
+    round: row.round,
+    stock_total: input.stock,
+    per_user_limit: input.perUserLimit,
+    starts_at: input.startsAt?.toISOString() ?? null,
+    ends_at: input.endsAt?.toISOString() ?? null,
+  }
+}
+
+export interface SaleCounts {
+  product_id: string
+  round: number
+  stock_total: number
+  /** Units taken: in Redis for lua/naive (stock_total − Redis stock), SQL `sold` for redlock. */
+  reserved: number
+  remaining: number
+  /** Orders confirmed in SQL for this round. */
+  persisted: number
+  /** Reservations not yet settled in SQL. */
+  pending: number
+  /** Orders the worker refused (stale round, SQL stock guard, duplicate unit) or dead-lettered. */
+  failed: number
+}
+
+export async function saleCounts(
+  db: Db,
+  productId: string,
+  remainingInRedis: number | undefined,
+  deadLettered = 0,
+): Promise<SaleCounts | undefined> {
+  const r = await db.query<{
+    round: number
+    stock_total: number
+    sold: number
+    confirmed: string
+    failed: string
+  }>(
+    `SELECT s.round, s.stock_total, s.sold,
+       (SELECT count(*) FROM orders o WHERE o.product_id = s.product_id AND o.round = s.round AND o.status = 'confirmed') AS confirmed,
+       (SELECT count(*) FROM orders o WHERE o.product_id = s.product_id AND o.round = s.round AND o.status = 'failed') AS failed
+     FROM sales s WHERE s.product_id = $1`,
+    [productId],
+  )
+  const s = r.rows[0]
+  if (!s) return undefined
+  const remaining = remainingInRedis ?? s.stock_total - s.sold
+  const reserved = s.stock_total - remaining
+  const persisted = Number(s.confirmed)
+  const failed = Number(s.failed) + deadLettered
+  return {
+    product_id: productId,
+    round: s.round,
+    stock_total: s.stock_total,
+    reserved,
+    remaining,
+    persisted,
+    pending: Math.max(0, reserved - persisted - failed),
+    failed,
+  }
+}

@@ -1,0 +1,139 @@
+import type { RedisClient } from '../redis/connect.js'
+import { SALES_REGISTRY_KEY, saleKeys, WORKER_GROUP } from '../redis/keys.js'
+import { isNoScript, SCRIPTS } from './scripts.js'
+
+/** A sale as the admin defines it (amounts in cents, times in ms since the epoch, 0 = none). */
+export interface SaleDefinition {
+  productId: string
+  round: number
+  stockTotal: number
+  priceCents: number
+  startsAtMs: number
+  endsAtMs: number
+  perUserLimit: number
+}
+
+export type ReserveCode =
+  | 'RESERVED'
+  | 'SOLD_OUT'
+  | 'ALREADY_PURCHASED'
+  | 'SALE_NOT_STARTED'
+  | 'SALE_ENDED'
+  | 'UNKNOWN_PRODUCT'
+  | 'IDEMPOTENCY_KEY_REUSED'
+
+export interface ReserveReply {
+  code: ReserveCode
+  orderId: string
+  remaining: number
+  replayed: boolean
+  /** With `replicas > 0`: whether WAIT confirmed that many replicas hold the write. */
+  replicated: boolean
+}
+
+export interface ReserveInput {
+  productId: string
+  userId: string
+  orderId: string
+  idempotencyKey: string | undefined
+}
+
+const CODES = new Set<string>([
+  'RESERVED',
+  'SOLD_OUT',
+  'ALREADY_PURCHASED',
+  'SALE_NOT_STARTED',
+  'SALE_ENDED',
+  'UNKNOWN_PRODUCT',
+  'IDEMPOTENCY_KEY_REUSED',
+])
+
+export class UnexpectedScriptReplyError extends Error {
+  readonly code = 'E_UNEXPECTED_REPLY'
+  constructor(script: string, reply: unknown) {
+    super(`${script}.lua answered ${JSON.stringify(reply)}; this is a bug in the service`)
+    this.name = 'UnexpectedScriptReplyError'
+  }
+}
+
+function toReserveReply(reply: unknown, replicated: boolean): ReserveReply {
+  if (!Array.isArray(reply) || reply.length !== 4 || !CODES.has(String(reply[0]))) {
+    throw new UnexpectedScriptReplyError('reserve', reply)
+  }
+  return {
+    code: reply[0] as ReserveCode,
+    orderId: String(reply[1]),
+    remaining: Number(reply[2]),
+    replayed: Number(reply[3]) === 1,
+    replicated,
+  }
+}
+
+/** The Redis side of a sale: preload, the atomic reservation, order statuses. */
+export class SaleStore {
+  constructor(readonly client: RedisClient) {}
+
+  async preload(sale: SaleDefinition): Promise<void> {
+    const k = saleKeys(sale.productId)
+    await SCRIPTS.preload.run(
+      this.client,
+      [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders],
+      [
+        sale.round,
+        sale.stockTotal,
+        sale.priceCents,
+        sale.startsAtMs,
+        sale.endsAtMs,
+        sale.perUserLimit,
+        WORKER_GROUP,
+      ],
+    )
+    await this.client.sadd(SALES_REGISTRY_KEY, sale.productId)
+  }
+
+  /**
+   * One script call; with `replicas > 0` the WAIT rides in the same pipeline, so it reaches the
+   * very node that ran the script (WAIT has no key; the pipeline is routed by the script's slot).
+   * A replayed answer is waited for too: a repeat must not look more durable than the original.
+   */
+  async reserve(input: ReserveInput, replicas: number, waitTimeoutMs: number): Promise<ReserveReply> {
+    const k = saleKeys(input.productId)
+    const keys = [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders]
+    const args = [input.userId, input.orderId, input.idempotencyKey ?? '']
+    if (replicas === 0) return toReserveReply(await SCRIPTS.reserve.run(this.client, keys, args), false)
+    for (const useSource of [false, true]) {
+      const pipeline = SCRIPTS.reserve.queue(this.client.pipeline(), keys, args, useSource)
+      const results = await pipeline.wait(replicas, waitTimeoutMs).exec()
+      const [scriptErr, reply] = results?.[0] ?? [new Error('empty pipeline result'), null]
+      if (scriptErr) {
+        if (!useSource && isNoScript(scriptErr)) continue
+        throw scriptErr
+      }
+      const [waitErr, acked] = results?.[1] ?? [null, 0]
+      return toReserveReply(reply, !waitErr && Number(acked) >= replicas)
+    }
+    throw new Error('unreachable')
+  }
+
+  async remaining(productId: string): Promise<number | undefined> {
+    const v = await this.client.get(saleKeys(productId).stock)
+    return v === null ? undefined : Number(v)
+  }
+
+  async meta(productId: string): Promise<Record<string, string> | undefined> {
+    const m = await this.client.hgetall(saleKeys(productId).meta)
+    return Object.keys(m).length === 0 ? undefined : m
+  }
+
+  /** `reserved|<user>|<round>` → its parts; undefined if Redis does not know the order. */
+  async orderStatus(productId: string, orderId: string) {
+    const v = await this.client.hget(saleKeys(productId).status, orderId)
+    if (v === null) return undefined
+    const [status = '', userId = '', round = '0'] = v.split('|')
+    return { status, userId, round: Number(round) }
+  }
+
+  async saleIds(): Promise<string[]> {
+    return (await this.client.smembers(SALES_REGISTRY_KEY)).sort()
+  }
+}

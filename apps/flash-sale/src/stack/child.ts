@@ -1,0 +1,72 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+
+/** The built CLI; the same path from src/stack and dist/stack (both two levels under the package). */
+export const CLI_PATH = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+
+/**
+ * A service or worker process of the local stack: started with the stack's environment, killable
+ * (kill -9, for chaos) and restartable with the same arguments; stopped with SIGTERM (drain), then
+ * SIGKILL after a grace period.
+ */
+export class StackProcess {
+  #child: ChildProcess | undefined
+  #exited: Promise<void> = Promise.resolve()
+  readonly output: string[] = []
+
+  constructor(
+    readonly name: string,
+    readonly args: string[],
+    readonly env: Record<string, string>,
+    readonly echo: boolean,
+  ) {}
+
+  get pid(): number | undefined {
+    return this.#child?.pid
+  }
+  get running(): boolean {
+    return this.#child !== undefined && this.#child.exitCode === null && this.#child.signalCode === null
+  }
+
+  start(): void {
+    const child = spawn(process.execPath, [CLI_PATH, ...this.args], {
+      env: { ...process.env, ...this.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    this.#child = child
+    this.#exited = new Promise((resolve) => child.once('exit', () => resolve()))
+    const keep = (chunk: Buffer) => {
+      const text = chunk.toString()
+      this.output.push(text)
+      if (this.output.length > 200) this.output.shift()
+      if (this.echo) process.stderr.write(text.replace(/^(?=.)/gm, `[${this.name}] `))
+    }
+    child.stdout?.on('data', keep)
+    child.stderr?.on('data', keep)
+  }
+
+  /** kill -9 and wait for the exit. */
+  async kill(): Promise<void> {
+    if (!this.running) return
+    this.#child?.kill('SIGKILL')
+    await this.#exited
+  }
+
+  async restart(): Promise<void> {
+    await this.kill()
+    this.start()
+  }
+
+  /** SIGTERM (the process drains), SIGKILL after graceMs. */
+  async stop(graceMs = 15_000): Promise<void> {
+    if (!this.running) return
+    this.#child?.kill('SIGTERM')
+    const timer = setTimeout(() => this.#child?.kill('SIGKILL'), graceMs)
+    await this.#exited
+    clearTimeout(timer)
+  }
+
+  signal(sig: NodeJS.Signals): void {
+    this.#child?.kill(sig)
+  }
+}

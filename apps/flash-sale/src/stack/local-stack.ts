@@ -1,0 +1,175 @@
+import { randomBytes } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { findFreePort, type NodeSet, type RedisCluster, startCluster, startNodes } from '@kunci/topology'
+import type { Durability, Strategy } from '../config.js'
+import { connectDb } from '../db/database.js'
+import { type EmbeddedSql, startEmbeddedSql } from '../db/embedded.js'
+import { migrate } from '../db/migrate.js'
+import { aclUserArgs } from '../redis/acl.js'
+import { StackProcess } from './child.js'
+
+export interface StackOptions {
+  /** @defaultValue 'lua' */
+  strategy?: Strategy
+  /** Service processes sharing the port. @defaultValue 2 */
+  instances?: number
+  /** @defaultValue 'replica' */
+  durability?: Durability
+  /** 0 = a free port. @defaultValue 8080 */
+  port?: number
+  /** PostgreSQL URL; without it an embedded PGlite is started. */
+  databaseUrl?: string
+  /** amqp:// URL for the RabbitMQ relay. */
+  queueUrl?: string
+  /** A sale to create once the service is ready. */
+  sale?: { productId: string; stock: number; price?: number; name?: string; perUserLimit?: number }
+  /** Also start the 5 independent lock nodes. @defaultValue true */
+  lockNodes?: boolean
+  /** Extra environment for the service and worker (e.g. CLAIM_IDLE_MS in tests). */
+  env?: Record<string, string>
+  /** Echo the children's output on stderr. @defaultValue false */
+  echo?: boolean
+  /** Start the worker process. @defaultValue true */
+  worker?: boolean
+}
+
+export interface LocalStack {
+  readonly url: string
+  readonly adminToken: string
+  readonly cluster: RedisCluster
+  readonly lockNodes: NodeSet | undefined
+  readonly databaseUrl: string
+  readonly env: Record<string, string>
+  readonly service: StackProcess
+  readonly worker: StackProcess
+  readonly metricsUrl: string | undefined
+  readonly workerMetricsUrl: string
+  /** PUT /admin/sales/:product_id. */
+  putSale(sale: NonNullable<StackOptions['sale']>): Promise<unknown>
+  stop(): Promise<void>
+}
+
+const random = (bytes: number) => randomBytes(bytes).toString('base64url')
+
+async function waitReady(url: string, timeoutMs: number, alive: () => boolean): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    if (!alive()) throw new Error(`the service exited before it was ready (${url})`)
+    const ok = await fetch(`${url}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    )
+    if (ok) return
+    await sleep(100)
+  }
+  throw new Error(`the service at ${url} was not ready within ${timeoutMs} ms`)
+}
+
+/**
+ * The whole local stack of `flash-sale up`: a 3+3 Redis Cluster and 5 independent lock nodes
+ * (requirepass for the operator, an ACL user for the app that may not run KEYS, FLUSHALL, CONFIG
+ * SET, DEBUG…), SQL (PostgreSQL or the embedded PGlite), migrations, the service (node:cluster
+ * instances on one port) and a worker, as separate processes.
+ */
+export async function startStack(options: StackOptions = {}): Promise<LocalStack> {
+  const strategy = options.strategy ?? 'lua'
+  const adminPassword = random(18)
+  const appUser = 'flash-sale'
+  const appPassword = random(18)
+  const adminToken = random(24)
+  const userArgs = ['--user', ...aclUserArgs(appUser, appPassword)]
+  const cleanups: (() => Promise<void>)[] = []
+  const cleanup = async () => {
+    for (const fn of cleanups.reverse()) await fn().catch(() => {})
+  }
+  try {
+    const [cluster, lockNodes] = await Promise.all([
+      startCluster({ password: adminPassword, extraArgs: userArgs }),
+      options.lockNodes === false
+        ? undefined
+        : startNodes({ count: 5, aof: 'everysec', password: adminPassword, extraArgs: userArgs }),
+    ])
+    cleanups.push(() => cluster.stop())
+    if (lockNodes) cleanups.push(() => lockNodes.stop())
+    let sql: EmbeddedSql | undefined
+    let databaseUrl = options.databaseUrl
+    if (!databaseUrl) {
+      sql = await startEmbeddedSql()
+      cleanups.push(() => sql!.stop())
+      databaseUrl = sql.url
+    }
+    const db = connectDb(databaseUrl, 1)
+    try {
+      await migrate(db)
+    } finally {
+      await db.end()
+    }
+    const port = options.port === 0 || options.port === undefined ? await findFreePort() : options.port
+    const workerPort = await findFreePort()
+    const instances = options.instances ?? 2
+    const metricsPort = instances > 1 ? await findFreePort() : undefined
+    const env: Record<string, string> = {
+      STRATEGY: strategy,
+      DURABILITY: options.durability ?? 'replica',
+      REDIS_CLUSTER_NODES: cluster.startupNodes.map((n) => `${n.host}:${n.port}`).join(','),
+      REDIS_USERNAME: appUser,
+      REDIS_PASSWORD: appPassword,
+      DATABASE_URL: databaseUrl,
+      ADMIN_TOKEN: adminToken,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      WORKER_PORT: String(workerPort),
+      ...(lockNodes ? { REDLOCK_NODES: lockNodes.nodes.map((n) => `${n.host}:${n.port}`).join(',') } : {}),
+      ...(options.queueUrl ? { QUEUE_URL: options.queueUrl } : {}),
+      ...options.env,
+    }
+    const echo = options.echo ?? false
+    const serveArgs = ['serve', '--instances', String(instances)]
+    if (metricsPort !== undefined) serveArgs.push('--metrics-port', String(metricsPort))
+    const service = new StackProcess('service', serveArgs, env, echo)
+    const worker = new StackProcess('worker', ['worker'], env, echo)
+    service.start()
+    cleanups.push(() => service.stop())
+    if (options.worker !== false) {
+      worker.start()
+      cleanups.push(() => worker.stop())
+    }
+    const url = `http://127.0.0.1:${port}`
+    await waitReady(url, 60_000, () => service.running)
+    const putSale = async (sale: NonNullable<StackOptions['sale']>) => {
+      const res = await fetch(`${url}/admin/sales/${sale.productId}`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          stock: sale.stock,
+          price: sale.price ?? 49.99,
+          name: sale.name,
+          per_user_limit: sale.perUserLimit,
+        }),
+      })
+      const body = await res.json()
+      if (!res.ok)
+        throw new Error(`PUT /admin/sales/${sale.productId}: ${res.status} ${JSON.stringify(body)}`)
+      return body
+    }
+    if (options.sale) await putSale(options.sale)
+    let stopped: Promise<void> | undefined
+    return {
+      url,
+      adminToken,
+      cluster,
+      lockNodes,
+      databaseUrl,
+      env,
+      service,
+      worker,
+      metricsUrl: metricsPort === undefined ? `${url}/metrics` : `http://127.0.0.1:${metricsPort}/metrics`,
+      workerMetricsUrl: `http://127.0.0.1:${workerPort}/metrics`,
+      putSale,
+      stop: () => (stopped ??= cleanup()),
+    }
+  } catch (err) {
+    await cleanup()
+    throw err
+  }
+}

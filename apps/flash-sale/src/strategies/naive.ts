@@ -1,0 +1,53 @@
+import { unavailable } from '../domain/errors.js'
+import { newOrderId } from '../domain/ids.js'
+import { isRedisOutage } from '../redis/connect.js'
+import { saleKeys } from '../redis/keys.js'
+import type { SaleStore } from '../sale/sale-store.js'
+import { type CheckoutRequest, type CheckoutResult, type CheckoutStrategy, refusal } from './strategy.js'
+
+/**
+ * The design that oversold: read the stock, then write stock − 1, in two round trips with nothing
+ * in between to stop another pod doing the same. Kept only to show the failure; it is never the
+ * default and `serve` prints a warning when it is chosen. (Idempotency keys are not honoured.)
+ */
+export class NaiveStrategy implements CheckoutStrategy {
+  readonly name = 'naive' as const
+  constructor(readonly store: SaleStore) {}
+
+  async checkout(req: CheckoutRequest): Promise<CheckoutResult> {
+    try {
+      return await this.#checkout(req)
+    } catch (err) {
+      if (isRedisOutage(err)) throw unavailable('the sale store (Redis) is unreachable', 1, err)
+      throw err
+    }
+  }
+
+  async #checkout({ productId, userId }: CheckoutRequest): Promise<CheckoutResult> {
+    const k = saleKeys(productId)
+    const redis = this.store.client
+    const [round, price] = await redis.hmget(k.meta, 'round', 'price_cents')
+    if (round === null || round === undefined) throw refusal('UNKNOWN_PRODUCT', productId)
+    const stock = Number(await redis.get(k.stock))
+    const bought = await redis.hget(k.buyers, userId)
+    if (bought !== null) throw refusal('ALREADY_PURCHASED', productId, bought.split('|')[1])
+    if (stock <= 0) throw refusal('SOLD_OUT', productId)
+    const orderId = newOrderId(productId)
+    await redis.set(k.stock, stock - 1) // the lost update: another request read the same stock
+    await redis.hset(k.buyers, userId, `1|${orderId}`)
+    await redis.hset(k.status, orderId, `reserved|${userId}|${round}`)
+    await redis.xadd(
+      k.orders,
+      '*',
+      ...['order_id', orderId, 'user_id', userId, 'round', round, 'unit', '1'],
+      ...['price_cents', price ?? '0', 'reserved_at', String(Date.now())],
+    )
+    return { orderId, status: 'reserved', remaining: stock - 1, replayed: false }
+  }
+
+  remaining(productId: string): Promise<number | undefined> {
+    return this.store.remaining(productId)
+  }
+
+  async close(): Promise<void> {}
+}
