@@ -1,0 +1,85 @@
+// The load run's result: plain JSON (`flash-sale load --json out.json`), read by the HTML report.
+//
+// `version` changes whenever a field changes meaning or goes away (additions keep it):
+//   1: this layout.
+// Time series are columnar (one array per measure, index = second of the run) because that is
+// what uPlot plots and it keeps a 2-minute run's JSON small. A request is counted in the second
+// its answer (or transport error) arrived, and its latency is measured from just before it was
+// sent to the end of its body.
+import type { LatencySummary } from './latency.js'
+import type { ResolvedLoadOptions } from './load-options.js'
+
+export const LOAD_RESULT_VERSION = 1
+
+export interface LoadSeries {
+  /** Seconds since the start: 1 for the first second (the end of its window), 2, ... */
+  t: number[]
+  /** Running VUs at the end of each second. */
+  vus: number[]
+  /** HTTP answers per second, all statuses. */
+  requests: number[]
+  /** HTTP answers per second by status code ('200', '409', '429', '503', ...). */
+  byStatus: Record<string, number[]>
+  /** Requests per second that got no HTTP answer (refused, reset, timeout). */
+  transportErrors: number[]
+  /** Latency of that second's HTTP answers; null when it had none. */
+  p50Ms: (number | null)[]
+  p99Ms: (number | null)[]
+  maxMs: (number | null)[]
+}
+
+export interface LoadOrder {
+  order_id: string
+  user_id: number
+  status: number
+}
+
+export interface LoadTotals {
+  /** Requests sent, double clicks and retries included. */
+  requests: number
+  /** Requests that got an HTTP answer. */
+  answered: number
+  byStatus: Record<string, number>
+  /** `error.code` of non-2xx JSON answers (SOLD_OUT, ALREADY_PURCHASED, BUSY, ...). */
+  byErrorCode: Record<string, number>
+  /** By kind: 'refused', 'reset', 'timeout', 'aborted', 'other'. */
+  transportErrors: Record<string, number>
+  /** Purchases (a user's attempt, with its retries and double click). */
+  purchases: number
+  doubleClicks: number
+  retries: number
+  /** HTTP answers per second over the whole run. */
+  requestsPerSecond: number
+}
+
+export interface LoadResult {
+  version: typeof LOAD_RESULT_VERSION
+  /** ISO time and epoch ms of the start, to line other samples (chaos events, stock) up with `series.t`. */
+  startedAt: string
+  startedAtMs: number
+  durationMs: number
+  /** 'completed': the stages ran out; 'cap': maxDurationMs; 'aborted': the caller's signal. */
+  stopReason: 'completed' | 'cap' | 'aborted'
+  options: Omit<ResolvedLoadOptions, 'maxDurationMs'> & { maxDurationMs: number | null }
+  totals: LoadTotals
+  /** Over every HTTP answer of the run: exact nearest-rank percentiles (see latency.ts). */
+  latency: LatencySummary
+  series: LoadSeries
+  /** Successful (200/202) answers, in arrival order; the same order id twice is a double click's echo. */
+  orders: LoadOrder[]
+  /** The first few transport error messages, for diagnosis. */
+  transportErrorSamples: string[]
+}
+
+/** What onSecond receives once per second: that second and the running totals. */
+export interface LoadSecond {
+  t: number
+  vus: number
+  requests: number
+  byStatus: Record<string, number>
+  transportErrors: number
+  p50Ms: number | null
+  p99Ms: number | null
+  maxMs: number | null
+  totals: Readonly<LoadTotals>
+}
