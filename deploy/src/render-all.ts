@@ -1,3 +1,4 @@
+import { renderDashboard } from './grafana/dashboard.js'
 import { CONFIGS, type DeployConfig } from './k8s/config.js'
 import { GENERATED_HEADER, renderManifests } from './k8s/manifests.js'
 import { renderRules, renderScrapeConfig } from './prometheus/rules.js'
@@ -11,5 +12,6 @@ export function renderAll(overrides: Partial<DeployConfig> = {}): Map<string, st
   }
   out.set('prometheus/alerts.yml', GENERATED_HEADER + renderRules())
   out.set('prometheus/prometheus.yml', GENERATED_HEADER + renderScrapeConfig(CONFIGS[0]!.namespace))
+  out.set('grafana/kunci-flash-sale.json', renderDashboard())
   return out
 }
