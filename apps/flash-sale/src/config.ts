@@ -29,6 +29,8 @@ export interface ServiceConfig {
   databaseUrl: string
   /** amqp:// URL: orders are relayed from the stream to RabbitMQ. @defaultValue undefined (stream only) */
   queueUrl: string | undefined
+  /** The durable RabbitMQ queue of orders (its dead letters go to `<name>.dead`). @defaultValue 'flash-sale.orders' */
+  queueName: string
   adminToken: string
   host: string
   /** @defaultValue 8080 */
@@ -62,6 +64,7 @@ export const DEFAULT_CONFIG = Object.freeze({
   claimIdleMs: 15_000,
   maxDeliveries: 5,
   drainTimeoutMs: 10_000,
+  queueName: 'flash-sale.orders',
 } as const)
 
 export class ConfigError extends Error {
@@ -91,7 +94,7 @@ export function parseHostPorts(value: string): HostPort[] {
 /**
  * Reads the environment. `overrides` (from CLI flags) win over the environment.
  * Variables: STRATEGY, DURABILITY, WAIT_TIMEOUT_MS, REDIS_CLUSTER_NODES | REDIS_URL, REDLOCK_NODES,
- * REDIS_USERNAME, REDIS_PASSWORD, DATABASE_URL, QUEUE_URL, ADMIN_TOKEN, HOST, PORT, WORKER_PORT,
+ * REDIS_USERNAME, REDIS_PASSWORD, DATABASE_URL, QUEUE_URL, QUEUE_NAME, ADMIN_TOKEN, HOST, PORT, WORKER_PORT,
  * MAX_INFLIGHT, MAX_EVENT_LOOP_DELAY_MS, LOCK_WAIT_MS, CLAIM_IDLE_MS, MAX_DELIVERIES, DRAIN_TIMEOUT_MS.
  */
 export function loadConfig(env: Env = process.env, overrides: Env = {}): ServiceConfig {
@@ -156,6 +159,9 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Service
   else if (!/^postgres(ql)?:\/\//.test(databaseUrl)) problems.push('DATABASE_URL: expected postgres://…')
   const queueUrl = get('QUEUE_URL')
   if (queueUrl && !/^amqps?:\/\//.test(queueUrl)) problems.push(`QUEUE_URL=${queueUrl}: expected amqp://…`)
+  const queueName = get('QUEUE_NAME') ?? DEFAULT_CONFIG.queueName
+  if (!/^[\w.:-]{1,200}$/.test(queueName))
+    problems.push(`QUEUE_NAME=${queueName}: expected 1 to 200 letters, digits, '.', ':', '_' or '-'`)
   const adminToken = get('ADMIN_TOKEN')
   if (!adminToken) problems.push('ADMIN_TOKEN is required (at least 16 characters)')
   else if (adminToken.length < 16) problems.push('ADMIN_TOKEN: too short, use at least 16 random characters')
@@ -170,6 +176,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Service
     redisPassword: get('REDIS_PASSWORD'),
     databaseUrl: databaseUrl ?? '',
     queueUrl,
+    queueName,
     adminToken: adminToken ?? '',
     host: get('HOST') ?? DEFAULT_CONFIG.host,
     port: int('PORT', DEFAULT_CONFIG.port, 0, 65_535),

@@ -31,9 +31,11 @@ export async function updateSaleGauges(
   store: SaleStore,
   db: Db,
   metrics: ServiceMetrics,
+  /** The group draining the streams: RELAY_GROUP when orders go through RabbitMQ. */
+  group: string = WORKER_GROUP,
 ): Promise<void> {
   for (const productId of await store.saleIds()) {
-    const backlog = await groupBacklog(redis, productId)
+    const backlog = await groupBacklog(redis, productId, group)
     metrics.streamPending.set({ product_id: productId }, backlog.pending)
     metrics.streamLag.set({ product_id: productId }, backlog.lag)
     const remaining = await store.remaining(productId)

@@ -26,14 +26,19 @@ export interface OrderWorkerOptions {
   idleMs?: number
   /** What persistOrder records as the order's strategy. @defaultValue 'lua' */
   strategy?: string
-  /** A custom sink instead of SQL (the AMQP relay publishes instead of persisting). */
-  handle?: (ev: OrderEvent) => Promise<PersistOutcome>
+  /**
+   * A custom sink instead of SQL (the AMQP relay publishes instead of persisting). `relayed`:
+   * the event was handed on; it is XACKed and its order status is left to whoever persists it.
+   */
+  handle?: (ev: OrderEvent, entry: { id: string; fields: string[] }) => Promise<HandleOutcome>
   /** Consumer group. @defaultValue WORKER_GROUP */
   group?: string
   onError?: (err: unknown) => void
 }
 
 type Entry = [id: string, fields: string[]]
+
+export type HandleOutcome = PersistOutcome | { kind: 'relayed' }
 
 /**
  * Consumes the sales' order streams in a consumer group and persists each order exactly once
@@ -211,8 +216,17 @@ export class OrderWorker {
         return
       }
       try {
-        const outcome = await (this.#o.handle ?? ((e) => persistOrder(this.#o.db, e, this.#o.strategy)))(ev)
+        const outcome = await (this.#o.handle ?? ((e) => persistOrder(this.#o.db, e, this.#o.strategy)))(ev, {
+          id,
+          fields,
+        })
         this.#sqlHealthy = true
+        if (outcome.kind === 'relayed') {
+          await this.#o.redis.xack(k.orders, this.#o.group, id)
+          this.#failures.delete(id)
+          this.persisted++
+          return
+        }
         const status =
           outcome.kind === 'confirmed' || (outcome.kind === 'duplicate' && outcome.status === 'confirmed')
             ? 'confirmed'

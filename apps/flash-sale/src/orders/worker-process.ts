@@ -1,12 +1,16 @@
 import { createServer } from 'node:http'
 import { hostname } from 'node:os'
 import { collectDefaultMetrics, Registry } from 'prom-client'
+import { Connection } from 'rabbitmq-client'
 import type { ServiceConfig } from '../config.js'
-import { connectDb } from '../db/database.js'
-import { createServiceMetrics } from '../metrics/service-metrics.js'
-import { connectSaleRedis } from '../redis/connect.js'
+import { connectDb, type Db } from '../db/database.js'
+import { createServiceMetrics, type ServiceMetrics } from '../metrics/service-metrics.js'
+import { connectSaleRedis, type RedisClient } from '../redis/connect.js'
+import { RELAY_GROUP, WORKER_GROUP } from '../redis/keys.js'
 import { withTimeout } from '../runtime.js'
 import { SaleStore } from '../sale/sale-store.js'
+import { AmqpOrderConsumer } from './amqp-consumer.js'
+import { AmqpRelay, orderQueues } from './amqp-relay.js'
 import { updateSaleGauges } from './sale-gauges.js'
 import { OrderWorker } from './stream-worker.js'
 
@@ -24,19 +28,28 @@ export async function runWorker(
   const redis = connectSaleRedis(config, 'flash-sale-worker')
   const db = connectDb(config.databaseUrl, 10)
   const store = new SaleStore(redis)
-  const worker = new OrderWorker({
-    redis,
-    db,
-    metrics,
-    consumer: `${hostname()}-${process.pid}`,
-    claimIdleMs: config.claimIdleMs,
-    maxDeliveries: config.maxDeliveries,
-    strategy: config.strategy,
-    onError: (err) => log(`[flash-sale worker] ${(err as Error).message ?? err}`),
-  })
-  worker.start(() => store.saleIds())
+  const onError = (err: unknown) => log(`[flash-sale worker] ${(err as Error).message ?? err}`)
+  const consumer = `${hostname()}-${process.pid}`
+  // QUEUE_URL: stream → relay → RabbitMQ → consumer → SQL, instead of stream → SQL.
+  const amqp = config.queueUrl
+    ? startAmqpPipeline(config, { redis, db, store, metrics, consumer, onError })
+    : undefined
+  const worker = amqp
+    ? undefined
+    : new OrderWorker({
+        redis,
+        db,
+        metrics,
+        consumer,
+        claimIdleMs: config.claimIdleMs,
+        maxDeliveries: config.maxDeliveries,
+        strategy: config.strategy,
+        onError,
+      })
+  worker?.start(() => store.saleIds())
+  const group = amqp ? RELAY_GROUP : WORKER_GROUP
   const gauges = setInterval(() => {
-    updateSaleGauges(redis, store, db, metrics).catch(() => {})
+    updateSaleGauges(redis, store, db, metrics, group).catch(() => {})
   }, 2_000)
   const http = createServer((req, res) => {
     if (req.url === '/metrics') {
@@ -53,12 +66,13 @@ export async function runWorker(
   await new Promise<void>((resolve) => http.listen(config.workerPort, config.host, resolve))
   const address = http.address()
   log(
-    `[flash-sale worker] pid ${process.pid} consuming order streams; metrics on :${typeof address === 'object' && address ? address.port : config.workerPort}`,
+    `[flash-sale worker] pid ${process.pid} consuming order streams${amqp ? ` through RabbitMQ queue ${config.queueName}` : ''}; metrics on :${typeof address === 'object' && address ? address.port : config.workerPort}`,
   )
   await new Promise<void>((resolve) => {
     const stop = async () => {
       clearInterval(gauges)
-      await worker.stop()
+      await worker?.stop()
+      await amqp?.stop()
       http.close()
       await db.end().catch(() => {})
       redis.disconnect()
@@ -67,4 +81,59 @@ export async function runWorker(
     process.once('SIGTERM', stop)
     process.once('SIGINT', stop)
   })
+}
+
+/**
+ * The RabbitMQ path inside `flash-sale worker`: the relay (stream → durable queue, publisher
+ * confirms, XACK after the confirm) and the consumer (queue → persistOrder → status → ack).
+ */
+export function startAmqpPipeline(
+  config: ServiceConfig,
+  deps: {
+    redis: RedisClient
+    db: Db
+    store: SaleStore
+    metrics: ServiceMetrics
+    consumer: string
+    onError: (err: unknown) => void
+  },
+): { relay: AmqpRelay; consumer: AmqpOrderConsumer; stop(): Promise<void> } {
+  const connection = new Connection({
+    url: config.queueUrl,
+    connectionName: `flash-sale-worker-${deps.consumer}`,
+  })
+  connection.on('error', deps.onError)
+  const queues = orderQueues(config.queueName, config.maxDeliveries)
+  const relay = new AmqpRelay({
+    redis: deps.redis,
+    connection,
+    queues,
+    metrics: deps.metrics,
+    consumer: deps.consumer,
+    claimIdleMs: config.claimIdleMs,
+    maxDeliveries: config.maxDeliveries,
+    onError: deps.onError,
+  })
+  const consumer = new AmqpOrderConsumer({
+    connection,
+    redis: deps.redis,
+    db: deps.db,
+    queues,
+    metrics: deps.metrics,
+    strategy: config.strategy,
+    maxDeliveries: config.maxDeliveries,
+    onError: deps.onError,
+  })
+  consumer.start()
+  relay.start(() => deps.store.saleIds())
+  return {
+    relay,
+    consumer,
+    // The relay first: nothing new is published while the consumer drains what it holds.
+    stop: async () => {
+      await relay.stop()
+      await consumer.stop()
+      await connection.close()
+    },
+  }
 }

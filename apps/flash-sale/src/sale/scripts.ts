@@ -51,4 +51,5 @@ export const SCRIPTS = {
   preload: new SaleScript('preload', 6),
   settle: new SaleScript('settle', 2),
   deadLetter: new SaleScript('dead-letter', 3),
+  setStatus: new SaleScript('set-status', 1),
 }
