@@ -1,0 +1,67 @@
+// Closed loop: `connections` virtual users of the service's own load generator (runLoad), each
+// sending its next checkout as soon as the previous one is answered: no think time, no retries,
+// no double clicks. The rate is whatever the target sustains; it is read from the per-second
+// series after the warm-up, so the ramp and the last partial second do not dilute it.
+import { type LoadResult, runLoad } from '../../apps/flash-sale/src/load/index.js'
+
+export interface ClosedLoopOptions {
+  url: string
+  connections: number
+  warmupS: number
+  seconds: number
+  productId: number
+  userIdMax: number
+}
+
+export interface ClosedLoopSample {
+  /** HTTP answers per second over the measured seconds (every status). */
+  requestsPerSecond: number
+  /** 200/202 answers per second over the measured seconds (sales). */
+  salesPerSecond: number
+  measuredSeconds: number
+  byStatus: Record<string, number>
+  byErrorCode: Record<string, number>
+  transportErrors: Record<string, number>
+  /** runLoad's exact percentiles over every answer of the run, warm-up included. */
+  latency: LoadResult['latency']
+}
+
+export async function runClosedLoop(o: ClosedLoopOptions): Promise<ClosedLoopSample> {
+  const result = await runLoad({
+    url: o.url,
+    stages: [
+      { durationMs: o.warmupS * 1000, target: o.connections },
+      { durationMs: o.seconds * 1000, target: o.connections },
+    ],
+    productId: o.productId,
+    userIdMin: 1,
+    userIdMax: o.userIdMax,
+    thinkTimeMs: 0,
+    repeatRatio: 0,
+    doubleClickRatio: 0,
+    idempotencyKeys: true,
+    timeoutMs: 5_000,
+    recordOrders: false,
+  })
+  const s = result.series
+  let requests = 0
+  let sales = 0
+  let seconds = 0
+  for (let i = 0; i < s.t.length; i++) {
+    const t = s.t[i]!
+    // Second t covers (t-1, t]: keep the whole seconds after the warm-up.
+    if (t <= o.warmupS || t > o.warmupS + o.seconds) continue
+    seconds++
+    requests += s.requests[i]!
+    sales += (s.byStatus['200']?.[i] ?? 0) + (s.byStatus['202']?.[i] ?? 0)
+  }
+  return {
+    requestsPerSecond: seconds === 0 ? 0 : Math.round(requests / seconds),
+    salesPerSecond: seconds === 0 ? 0 : Math.round(sales / seconds),
+    measuredSeconds: seconds,
+    byStatus: result.totals.byStatus,
+    byErrorCode: result.totals.byErrorCode,
+    transportErrors: result.totals.transportErrors,
+    latency: result.latency,
+  }
+}
