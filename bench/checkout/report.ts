@@ -82,7 +82,7 @@ export function summarize(closed: ClosedRun[], open: OpenRun[]): Summary {
       p99: runs.map((r) => r.sample.latency.p99Ms),
       mix: codeMix(runs.map((r) => r.sample)),
     }
-    if (t === 'bare') continue
+    if (t === 'bare' || !targets.includes('bare')) continue
     summary.ratios[t] = runs.flatMap((r) => {
       const bare = closed.find((c) => c.target === 'bare' && c.round === r.round)
       return bare ? [r.sample.requestsPerSecond / bare.sample.requestsPerSecond] : []
@@ -120,7 +120,7 @@ export function formatReport(
   for (const [t, c] of Object.entries(summary.closed)) {
     const ratio = summary.ratios[t]
     lines.push(
-      `| ${t} | ${range(c.rps, n0)} | ${range(c.sales, n0)} | ${ratio ? range(ratio, n2) : '1'} | ${range(c.p50, n2)} | ${range(c.p99, n2)} | ${c.mix} |`,
+      `| ${t} | ${range(c.rps, n0)} | ${range(c.sales, n0)} | ${ratio ? range(ratio, n2) : t === 'bare' ? '1' : '–'} | ${range(c.p50, n2)} | ${range(c.p99, n2)} | ${c.mix} |`,
     )
   }
   if (Object.keys(summary.open).length > 0) {

@@ -51,7 +51,8 @@ Options:
   --connections N      closed-loop connections (default ${FULL_SETTINGS.connections})
   --instances N        processes per target, node:cluster (default ${FULL_SETTINGS.instances})
   --seconds N          measured seconds of each run (default ${FULL_SETTINGS.closedSeconds})
-  --targets a,b,...    subset of ${TARGETS.join(',')} (default all)
+  --targets a,b,...    subset of ${TARGETS.join(',')} (default all;
+                       lua-noworker is lua-replica without the order worker, a diagnostic)
   --no-open            skip the open-loop (latency at half the maximum rate) part
   --postgres URL       PostgreSQL server; a fresh database per stack is created and dropped
                        (default ${DEFAULT_POSTGRES_URL})
@@ -126,6 +127,7 @@ function stackOptions(target: Target, settings: BenchSettings, databaseUrl: stri
     port: 0,
     databaseUrl,
     lockNodes: redlock,
+    worker: target !== 'lua-noworker',
     sale: { productId: String(PRODUCT_ID), stock: settings.stock, perUserLimit: settings.perUserLimit },
   }
 }
@@ -148,7 +150,8 @@ async function startTarget(target: Target, settings: BenchSettings, dbs: BenchDa
     [JSON.stringify(options)],
     180_000,
   )
-  return { target, url: child.ready.url, workerMetricsUrl: child.ready.workerMetricsUrl, child }
+  const workerMetricsUrl = options.worker === false ? undefined : child.ready.workerMetricsUrl
+  return { target, url: child.ready.url, workerMetricsUrl, child }
 }
 
 /** Stream lag + pending of one stack's worker (orders the worker has yet to persist). */

@@ -1,9 +1,20 @@
 // What one checkout benchmark run does, in one frozen table per mode. The full settings are what
 // bench/RESULTS.md reports; --quick is a smoke run of the same code paths (numbers not comparable).
 
-export type Target = 'bare' | 'lua-replica' | 'lua-none' | 'redlock'
+/**
+ * `lua-noworker` is lua-replica without the order worker: not a deployment (nothing reaches SQL),
+ * a diagnostic that shows how much of the service's throughput the worker's SQL writes, running
+ * on the same 2 cores, take away.
+ */
+export type Target = 'bare' | 'lua-replica' | 'lua-none' | 'lua-noworker' | 'redlock'
 
-export const TARGETS: readonly Target[] = Object.freeze(['bare', 'lua-replica', 'lua-none', 'redlock'])
+export const TARGETS: readonly Target[] = Object.freeze([
+  'bare',
+  'lua-replica',
+  'lua-none',
+  'lua-noworker',
+  'redlock',
+])
 
 /** The lua variant whose maximum sets the open-loop rate ("half of lua's maximum rate"). */
 export const RATE_REFERENCE: Target = 'lua-replica'
