@@ -46,7 +46,7 @@ async function value(name: string, labels: Record<string, string> = {}): Promise
   const { values } = await metric.get()
   const match = values.find(
     (v) =>
-      (v.metricName === undefined || v.metricName === name) &&
+      ((v as { metricName?: string }).metricName ?? base) === name &&
       Object.entries(labels).every(([k, want]) => String(v.labels[k]) === want),
   )
   return match?.value ?? 0
