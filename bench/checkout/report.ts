@@ -1,6 +1,7 @@
 // The markdown tables of one run (printed at the end; bench/RESULTS.md quotes them).
 import { spread } from '../locks/stats.js'
 import type { ClosedLoopSample } from './closed-loop.js'
+import type { CpuCategory, CpuShare } from './cpu-share.js'
 import type { Environment } from './environment.js'
 import type { OpenLoopSample } from './open-loop.js'
 import type { BenchSettings, Target } from './settings.js'
@@ -11,6 +12,8 @@ export interface ClosedRun {
   loadAverage1m: number
   /** Order events the stacks' workers had not yet persisted when the run started. */
   backlogAtStart: number
+  /** Cores used during the run (warm-up included), by who used them. */
+  cpu: CpuShare
   sample: ClosedLoopSample
 }
 
@@ -19,6 +22,7 @@ export interface OpenRun {
   target: Target
   loadAverage1m: number
   backlogAtStart: number
+  cpu: CpuShare
   sample: OpenLoopSample
 }
 
@@ -61,7 +65,10 @@ export function codeMix(
 }
 
 export interface Summary {
-  closed: Record<string, { rps: number[]; sales: number[]; p50: number[]; p99: number[]; mix: string }>
+  closed: Record<
+    string,
+    { rps: number[]; sales: number[]; p50: number[]; p99: number[]; mix: string; cpu: CpuShare[] }
+  >
   /** lua ÷ bare requests/s, paired within each round. */
   ratios: Record<string, number[]>
   open: Record<
@@ -81,6 +88,7 @@ export function summarize(closed: ClosedRun[], open: OpenRun[]): Summary {
       p50: runs.map((r) => r.sample.latency.p50Ms),
       p99: runs.map((r) => r.sample.latency.p99Ms),
       mix: codeMix(runs.map((r) => r.sample)),
+      cpu: runs.map((r) => r.cpu),
     }
     if (t === 'bare' || !targets.includes('bare')) continue
     summary.ratios[t] = runs.flatMap((r) => {
@@ -121,6 +129,23 @@ export function formatReport(
     const ratio = summary.ratios[t]
     lines.push(
       `| ${t} | ${range(c.rps, n0)} | ${range(c.sales, n0)} | ${ratio ? range(ratio, n2) : t === 'bare' ? '1' : '–'} | ${range(c.p50, n2)} | ${range(c.p99, n2)} | ${c.mix} |`,
+    )
+  }
+  const categories: CpuCategory[] = ['loadgen', 'service', 'worker', 'redis', 'postgres', 'host', 'other']
+  lines.push(
+    '',
+    'Where the cores went during the closed-loop runs (CPU seconds per second, medians; "other" is everything else on the machine, i.e. other users):',
+    '',
+    `| target | ${categories.join(' | ')} | total | service CPU µs per request |`,
+    `|---|${categories.map(() => '---:').join('|')}|---:|---:|`,
+  )
+  for (const [t, c] of Object.entries(summary.closed)) {
+    const med = (k: CpuCategory) => spread(c.cpu.map((x) => x[k] ?? 0)).median
+    const total = spread(c.cpu.map((x) => Object.values(x).reduce((a, b) => a + b, 0))).median
+    // Approximate: the CPU window includes the ramp, the rate does not.
+    const perRequest = spread(c.cpu.map((x, i) => ((x.service ?? 0) * 1e6) / c.rps[i]!)).median
+    lines.push(
+      `| ${t} | ${categories.map((k) => n2(med(k))).join(' | ')} | ${n2(total)} | ${n0(perRequest)} |`,
     )
   }
   if (Object.keys(summary.open).length > 0) {

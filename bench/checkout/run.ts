@@ -25,6 +25,7 @@ import type { StackOptions } from '../../apps/flash-sale/src/stack/local-stack.j
 import { spread } from '../locks/stats.js'
 import { type BenchChild, startChild } from './children.js'
 import { runClosedLoop } from './closed-loop.js'
+import { CpuSampler } from './cpu-share.js'
 import { describeEnvironment, loadAverage, writeResults } from './environment.js'
 import { runOpenLoop } from './open-loop.js'
 import { type BenchDatabases, connectDatabases, DEFAULT_POSTGRES_URL } from './postgres.js'
@@ -236,6 +237,8 @@ async function main(): Promise<void> {
         if (interrupted) break
         const backlogAtStart = await waitQuiet(running, settings.drainDeadlineS)
         const loadAverage1m = loadAverage()[0]!
+        const sampler = new CpuSampler()
+        sampler.start()
         const sample = await runClosedLoop({
           url: byTarget(t).url,
           connections: settings.connections,
@@ -244,9 +247,10 @@ async function main(): Promise<void> {
           productId: PRODUCT_ID,
           userIdMax: settings.userIdMax,
         })
-        closed.push({ round, target: t, loadAverage1m, backlogAtStart, sample })
+        const cpu = sampler.stop(byTarget(t).child.pid === undefined ? [] : [byTarget(t).child.pid!])
+        closed.push({ round, target: t, loadAverage1m, backlogAtStart, cpu, sample })
         log(
-          `closed r${round} ${t.padEnd(11)} ${String(sample.requestsPerSecond).padStart(6)} req/s  sales ${sample.salesPerSecond}/s  p50 ${sample.latency.p50Ms.toFixed(2)} p99 ${sample.latency.p99Ms.toFixed(2)} ms  ${JSON.stringify(sample.byStatus)}  load ${loadAverage1m}`,
+          `closed r${round} ${t.padEnd(11)} ${String(sample.requestsPerSecond).padStart(6)} req/s  sales ${sample.salesPerSecond}/s  p50 ${sample.latency.p50Ms.toFixed(2)} p99 ${sample.latency.p99Ms.toFixed(2)} ms  ${JSON.stringify(sample.byStatus)}  load ${loadAverage1m}  cores ${JSON.stringify(cpu)}`,
         )
       }
     }
@@ -266,6 +270,8 @@ async function main(): Promise<void> {
         if (interrupted) break
         const backlogAtStart = await waitQuiet(running, settings.drainDeadlineS)
         const loadAverage1m = loadAverage()[0]!
+        const sampler = new CpuSampler()
+        sampler.start()
         const sample = await runOpenLoop({
           url: byTarget(t).url,
           rate: rateOf(t),
@@ -275,7 +281,8 @@ async function main(): Promise<void> {
           productId: PRODUCT_ID,
           userIdMax: settings.userIdMax,
         })
-        open.push({ round, target: t, loadAverage1m, backlogAtStart, sample })
+        const cpu = sampler.stop(byTarget(t).child.pid === undefined ? [] : [byTarget(t).child.pid!])
+        open.push({ round, target: t, loadAverage1m, backlogAtStart, cpu, sample })
         log(
           `open   r${round} ${t.padEnd(11)} ${sample.rate}/s  p50 ${sample.latency.p50Ms} p99 ${sample.latency.p99Ms} p99.9 ${sample.latency.p999Ms} ms  send lag p99 ${sample.sendLag.p99Ms} ms  ${JSON.stringify(sample.byStatus)}  load ${loadAverage1m}`,
         )
