@@ -70,6 +70,21 @@ export class UnroutedOrderError extends Error {
   }
 }
 
+/** Reported (once per outage) through onError while the relay waits for the broker. */
+export class BrokerUnavailableError extends Error {
+  readonly code = 'E_BROKER_UNAVAILABLE'
+  constructor(
+    readonly orderId: string,
+    cause: unknown,
+  ) {
+    super(
+      `RabbitMQ did not confirm order ${orderId} (${(cause as Error).message}): orders wait in the stream and are published when the broker is back; check QUEUE_URL and the broker`,
+      { cause },
+    )
+    this.name = 'BrokerUnavailableError'
+  }
+}
+
 export interface AmqpRelayOptions {
   redis: RedisClient
   /** An open rabbitmq-client Connection; the relay creates its own publisher channel on it. */
@@ -103,11 +118,13 @@ export class AmqpRelay {
   readonly #queues: OrderQueues
   readonly #returned = new Set<string>()
   readonly #stop = new AbortController()
+  readonly #onError: ((err: unknown) => void) | undefined
   #brokerHealthy = true
 
   constructor(options: AmqpRelayOptions) {
     this.#redis = options.redis
     this.#queues = options.queues
+    this.#onError = options.onError
     this.#publisher = options.connection.createPublisher({
       confirm: true,
       queues: options.queues.declarations,
@@ -182,6 +199,7 @@ export class AmqpRelay {
         // Broker down or refusing: wait it out instead of spending the entry's failed deliveries.
         // On stop the entry stays pending in the group and is published after the restart.
         if (!isBrokerOutage(err) || this.#stop.signal.aborted) throw err
+        if (this.#brokerHealthy) this.#onError?.(new BrokerUnavailableError(ev.orderId, err))
         this.#brokerHealthy = false
         await sleep(backoffMs, undefined, { signal: this.#stop.signal }).catch(() => {})
         backoffMs = Math.min(backoffMs * 2, 2_000)

@@ -7,7 +7,7 @@ import { connectDb, type Db } from '../db/database.js'
 import { createServiceMetrics, type ServiceMetrics } from '../metrics/service-metrics.js'
 import { connectSaleRedis, type RedisClient } from '../redis/connect.js'
 import { RELAY_GROUP, WORKER_GROUP } from '../redis/keys.js'
-import { withTimeout } from '../runtime.js'
+import { withTimeout } from '../runtime-timeout.js'
 import { SaleStore } from '../sale/sale-store.js'
 import { AmqpOrderConsumer } from './amqp-consumer.js'
 import { AmqpRelay, orderQueues } from './amqp-relay.js'
@@ -101,6 +101,8 @@ export function startAmqpPipeline(
   const connection = new Connection({
     url: config.queueUrl,
     connectionName: `flash-sale-worker-${deps.consumer}`,
+    // Reconnect at least every 5 s (the client's default backs off to 30 s): orders wait for it.
+    retryHigh: 5_000,
   })
   connection.on('error', deps.onError)
   const queues = orderQueues(config.queueName, config.maxDeliveries)

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { type FaultProxy, startProxy } from '@kunci/topology'
 import pg from 'pg'
 import { Connection } from 'rabbitmq-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -7,7 +8,8 @@ import { type LocalStack, startStack } from '../../src/stack/local-stack.js'
 
 // QUEUE_URL=amqp://…: stream (outbox) → relay (publisher confirms) → durable quorum queue →
 // consumer (manual ack) → PostgreSQL. Everything real: a 3+3 Redis Cluster, the machine's
-// RabbitMQ and PostgreSQL, the service and worker processes of the built CLI.
+// RabbitMQ (through a fault proxy, so a test can cut the broker off) and PostgreSQL, the service
+// and worker processes of the built CLI.
 const AMQP_URL = process.env.TEST_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672'
 const PG_ADMIN_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const RUN = randomBytes(5).toString('hex')
@@ -113,6 +115,7 @@ describe('RabbitMQ path: relay with publisher confirms, consumer with manual ack
   let admin: pg.Client
   let db: pg.Client
   let rabbit: Connection
+  let brokerProxy: FaultProxy
   const dbName = `fs_amqp_${RUN}`
 
   beforeAll(async () => {
@@ -121,8 +124,10 @@ describe('RabbitMQ path: relay with publisher confirms, consumer with manual ack
     await admin.query(`CREATE DATABASE ${dbName}`)
     const databaseUrl = PG_ADMIN_URL.replace(/\/[^/]*$/, `/${dbName}`)
     rabbit = new Connection(AMQP_URL)
+    const broker = new URL(AMQP_URL)
+    brokerProxy = await startProxy({ host: broker.hostname, port: Number(broker.port || 5672) })
     stack = await startStack({
-      queueUrl: AMQP_URL,
+      queueUrl: AMQP_URL.replace(/:\d+(\/|$)/, `:${brokerProxy.port}$1`),
       databaseUrl,
       sale: { productId: '7101', stock: 50 },
       instances: 1,
@@ -142,6 +147,7 @@ describe('RabbitMQ path: relay with publisher confirms, consumer with manual ack
 
   afterAll(async () => {
     await stack?.stop()
+    await brokerProxy?.close()
     await db?.end()
     if (rabbit) {
       for (const queue of [QUEUE, DEAD_QUEUE]) await rabbit.queueDelete({ queue }).catch(() => {})
@@ -153,7 +159,9 @@ describe('RabbitMQ path: relay with publisher confirms, consumer with manual ack
     }
   }, 60_000)
 
-  it('50 units, 120 buyers: 50 × 200 then 409; 50 confirmed orders, 50 payments, each 200 confirmed', async () => {
+  it('50 units, 120 buyers: 50 × 200 then 409; 50 confirmed orders, 50 payments, each 200 confirmed', {
+    timeout: 180_000,
+  }, async () => {
     const outcomes = await checkouts(stack.url, '7101', range(1, 120), 16)
     const ok = outcomes.filter((o) => o.status === 200)
     expect(ok).toHaveLength(50)
@@ -188,7 +196,9 @@ describe('RabbitMQ path: relay with publisher confirms, consumer with manual ack
     expect(q.messageCount).toBe(0)
   })
 
-  it('the worker killed with kill -9 while orders flow: persisted = reserved, no duplicate, no double charge', async () => {
+  it('the worker killed with kill -9 while orders flow: persisted = reserved, no duplicate, no double charge', {
+    timeout: 180_000,
+  }, async () => {
     await stack.putSale({ productId: '7102', stock: 200 })
     const load = checkouts(stack.url, '7102', range(1_001, 400), 16)
     // Kill it mid-flow: once some orders are persisted, while the rest are still coming.
@@ -220,7 +230,9 @@ describe('RabbitMQ path: relay with publisher confirms, consumer with manual ack
     expect(sold.rows[0]!.sold).toBe(200)
   })
 
-  it('a message that keeps failing goes to the dead-letter queue after MAX_DELIVERIES, and is counted', async () => {
+  it('a message that keeps failing goes to the dead-letter queue after MAX_DELIVERIES, and is counted', {
+    timeout: 180_000,
+  }, async () => {
     const dead = () => metric(stack.workerMetricsUrl, 'flash_sale_dead_letters_total', 'product_id="7101"')
     const before = await dead()
     const pub = rabbit.createPublisher({ confirm: true })
@@ -264,5 +276,50 @@ describe('RabbitMQ path: relay with publisher confirms, consumer with manual ack
     }
     const persisted = await db.query('SELECT 1 FROM orders WHERE order_id = $1', [`7101.poison-${RUN}`])
     expect(persisted.rowCount).toBe(0)
+  })
+
+  it('the broker cut off during checkouts: reservations go on, nothing is lost or doubled once it is back', {
+    timeout: 240_000,
+  }, async () => {
+    await stack.putSale({ productId: '7103', stock: 100 })
+    brokerProxy.refuse(true)
+    brokerProxy.dropConnections()
+    const outcomes = await checkouts(stack.url, '7103', range(2_001, 150), 16)
+    const ok = outcomes.filter((o) => o.status === 200)
+    expect(ok).toHaveLength(100)
+    // Unconfirmed orders stay pending in the stream: none can reach SQL while the broker is away.
+    const during = await facts(db, '7103')
+    expect(during.confirmed.size).toBe(0)
+    const order = await fetch(`${stack.url}/v1/orders/${ok[0]!.body.order_id}`).then((r) => r.json())
+    expect(order.status).toBe('reserved')
+    // The worker's stream gauges watch the relay group: all 100 wait there (pending or not yet
+    // read), which also keeps the broker away for at least one gauge period (2 s).
+    const backlog = async () => {
+      const labels = 'product_id="7103"'
+      const pending = await metric(stack.workerMetricsUrl, 'flash_sale_stream_pending', labels)
+      return pending + (await metric(stack.workerMetricsUrl, 'flash_sale_stream_lag', labels))
+    }
+    expect(await waitFor('the relay backlog gauge at 100', backlog, (n) => n === 100)).toBe(100)
+    // Longer than the client's own wait for a channel (acquireTimeout, 20 s): the publish fails
+    // and the relay must keep the entries pending, not acknowledge them.
+    await waitFor(
+      'the relay to report the broker unavailable',
+      async () => stack.worker.output.join(''),
+      (out) => out.includes('orders wait in the stream'),
+      90_000,
+    )
+    expect((await facts(db, '7103')).confirmed.size).toBe(0)
+    brokerProxy.refuse(false)
+    const f = await waitFor(
+      '100 orders persisted after the broker came back',
+      () => facts(db, '7103'),
+      (x) => x.confirmed.size + x.failed >= 100,
+    )
+    expect(f.confirmed.size).toBe(100)
+    expect(f.failed).toBe(0)
+    expect(f.payments).toBe(100)
+    expect(f.distinctPayments).toBe(100)
+    for (const o of ok) expect(f.confirmed.get(o.body.order_id!)).toBe(String(o.userId))
+    expect(await waitFor('the relay backlog gauge back to 0', backlog, (n) => n === 0)).toBe(0)
   })
 })
