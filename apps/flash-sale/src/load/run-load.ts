@@ -72,7 +72,7 @@ export async function runLoad(input: LoadOptions = {}, hooks: RunLoadHooks = {})
   const hard = new AbortController()
   const soft = new AbortController() // stops think times and retries at the end of the run
   // Every request in flight listens on it: hundreds of VUs are not a listener leak.
-  setMaxListeners(0, hard.signal)
+  setMaxListeners(0, hard.signal, soft.signal)
   const onAbort = () => {
     soft.abort()
     hard.abort()
