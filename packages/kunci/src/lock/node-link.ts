@@ -257,16 +257,27 @@ export class NodeLink {
     if (queue.length === 0) return
     this.#queue = []
     const now = performance.now()
+    if (queue.length === 1) {
+      // A lone request (every request at concurrency 1): sent as it is, no run to build.
+      const p = queue[0]!
+      if (p.vote && !this.canVote(now)) p.reject(notVoting)
+      else this.#sendRun(queue)
+      return
+    }
     let run: Pending[] = []
+    let runScript: LuaScript | undefined
     for (const p of queue) {
       if (p.vote && !this.canVote(now)) {
         p.reject(notVoting)
         continue
       }
-      if (run.length > 0 && (run[0]!.script !== p.script || run.length === MAX_BATCH)) {
+      // Lean single-request scripts share a run with their batched form.
+      const s = p.script.batchAs?.script ?? p.script
+      if (run.length > 0 && (runScript !== s || run.length === MAX_BATCH)) {
         this.#sendRun(run)
         run = []
       }
+      runScript = s
       run.push(p)
     }
     if (run.length > 0) this.#sendRun(run)
@@ -274,7 +285,7 @@ export class NodeLink {
 
   #sendRun(run: Pending[]): void {
     const script = run[0]!.script
-    if (!this.isCluster) {
+    if (!this.isCluster || run.length === 1) {
       this.#send(script, run)
       return
     }
@@ -289,32 +300,47 @@ export class NodeLink {
     for (const group of bySlot.values()) this.#send(script, group)
   }
 
-  #send(script: LuaScript, batch: Pending[]): void {
+  #send(first: LuaScript, batch: Pending[]): void {
+    let script = first
     let keys: string[]
     let args: (string | number)[]
     if (batch.length === 1) {
       const only = batch[0]!
+      script = only.script
       keys = only.keys as string[]
-      args = [1, ...only.args]
+      // A lean script takes its request's arguments as they are; a batched one a count first.
+      args = script.batchAs ? (only.args as (string | number)[]) : [1, ...only.args]
     } else {
+      script = first.batchAs?.script ?? first
       keys = []
       args = [batch.length]
       for (const p of batch) {
         for (const k of p.keys) keys.push(k)
-        for (const a of p.args) args.push(a)
+        const packed = p.script.batchAs ? p.script.batchAs.pack(p.args) : p.args
+        for (const a of packed) args.push(a)
       }
     }
     const width = script.replyWidth
+    const decode = batch.length === 1 ? script.decodeLone : undefined
     runScript(this.client, script, keys, args).then(
       (reply) => {
-        if (!Array.isArray(reply) || reply.length !== batch.length * width) {
+        let values: unknown
+        if (decode) {
+          // A lean script's own reply (an integer where that suffices): one request's value.
+          values = decode(reply)
+          if (values === undefined) {
+            batch[0]!.reject(new UnexpectedReplyError(script.name, reply))
+            return
+          }
+        } else if (!Array.isArray(reply) || reply.length !== batch.length * width) {
           const err = new UnexpectedReplyError(script.name, reply)
           for (const p of batch) p.reject(err)
           return
         }
         for (let i = 0; i < batch.length; i++) {
           const p = batch[i]!
-          const value = width === 1 ? reply[i] : reply.slice(i * width, i * width + width)
+          const r = reply as unknown[]
+          const value = decode ? values : width === 1 ? r[i] : r.slice(i * width, i * width + width)
           // The node may have restarted since the vote was asked for (ioredis resends commands
           // after a reconnect): such a vote is not counted, but the value is still passed on
           // so that a late grant can be cleaned up.

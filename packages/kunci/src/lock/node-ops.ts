@@ -8,6 +8,25 @@ import { randomToken } from './tokens.js'
 
 const ACQUIRE = loadScript(new URL('./scripts/acquire.lua', import.meta.url), { replyWidth: 3 })
 const RELEASE = loadScript(new URL('./scripts/release.lua', import.meta.url))
+/**
+ * The common case (one resource, no hand-over) in lean scripts; when several such requests
+ * share a tick, the node link packs them into ACQUIRE / RELEASE (one script call per node).
+ */
+const ACQUIRE_ONE = loadScript(new URL('./scripts/acquire-one.lua', import.meta.url), {
+  replyWidth: 3,
+  batchAs: {
+    script: ACQUIRE,
+    // token, ttl, fence[, waiter id, since, queued] → acquire.lua's 6 values per request.
+    pack: (a) => [a[0]!, a[1]!, a[2]!, 1, '', a.length > 3 ? `${a[3]}|${a[4]}|${a[5]}` : ''],
+  },
+  // fence (granted), -(pttl + 3) (held) or the fenced triple: see acquire-one.lua.
+  decodeLone: (r) =>
+    typeof r === 'number' ? (r > 0 ? [1, r, 0] : [0, -r - 3, 0]) : Array.isArray(r) ? r : undefined,
+})
+const RELEASE_ONE = loadScript(new URL('./scripts/release-one.lua', import.meta.url), {
+  batchAs: { script: RELEASE, pack: (a) => [a[0]!, 1] },
+  decodeLone: (r) => (typeof r === 'number' ? r : undefined),
+})
 const EXTEND = loadScript(new URL('./scripts/extend.lua', import.meta.url))
 const UNQUEUE = loadScript(new URL('./scripts/unqueue.lua', import.meta.url))
 
@@ -81,14 +100,20 @@ export async function attemptAcquire(
   const w = options.waiter
   const token = randomToken()
   const fence = nodes.clock.next()
-  const args = [
-    token,
-    ttlMs,
-    fence,
-    target.resources.length,
-    prev === '' ? '' : `${prev}|${options.yieldToOthers ? '1' : '0'}`,
-    w ? `${w.id}|${w.since}|${w.queued ? '1' : '0'}` : '',
-  ]
+  const lean = prev === '' && target.resources.length === 1
+  const script = lean ? ACQUIRE_ONE : ACQUIRE
+  const args = lean
+    ? w
+      ? [token, ttlMs, fence, w.id, w.since, w.queued ? '1' : '0']
+      : [token, ttlMs, fence]
+    : [
+        token,
+        ttlMs,
+        fence,
+        target.resources.length,
+        prev === '' ? '' : `${prev}|${options.yieldToOthers ? '1' : '0'}`,
+        w ? `${w.id}|${w.since}|${w.queued ? '1' : '0'}` : '',
+      ]
   const start = performance.now()
   const requests: (Promise<unknown> | undefined)[] = new Array(n)
   // Every request is queued now, in this tick; each node link keeps call order, so a later
@@ -97,7 +122,7 @@ export async function attemptAcquire(
     const link = links[i]!
     // An unchecked node (start-up, reconnect) queues the request until its check is done.
     if (!link.verified || link.canVote(start)) {
-      requests[i] = link.call(ACQUIRE, target.acquireKeys, args, true)
+      requests[i] = link.call(script, target.acquireKeys, args, true)
     }
   }
   let granted = 0
@@ -205,8 +230,10 @@ export async function releaseAll(
   target: LockTarget,
   token: string,
 ): Promise<{ released: number; answered: number; votes: NodeVote[] }> {
-  const args = [token, target.lockKeys.length]
-  const requests = nodes.links.map((l) => l.call(RELEASE, target.releaseKeys, args))
+  const one = target.lockKeys.length === 1
+  const script = one ? RELEASE_ONE : RELEASE
+  const args = one ? [token] : [token, target.lockKeys.length]
+  const requests = nodes.links.map((l) => l.call(script, target.releaseKeys, args))
   const all = target.lockKeys.length
   const lost = nodes.links.length - nodes.quorum
   // Decided once a quorum released or too many nodes lacked our token; a dead node then

@@ -21,20 +21,41 @@ export interface LuaScript {
   readonly sha: string
   /** For batched scripts: how many reply elements each request gets (a flat array). @defaultValue 1 */
   readonly replyWidth: number
+  /**
+   * For a lean single-request script: the batched script that serves several such requests in
+   * one call, and how to turn one request's arguments into that script's per-request arguments.
+   * A request alone in its tick runs this script with its own arguments (no batch prefix).
+   */
+  readonly batchAs?: BatchForm
+  /**
+   * For a lean script: turns its reply into the value the batched script gives one request
+   * (lean scripts answer with a bare integer where they can: no Lua table to build, no array
+   * to parse). `undefined` means the reply is malformed.
+   */
+  readonly decodeLone?: (reply: unknown) => unknown
+}
+
+export interface BatchForm {
+  readonly script: LuaScript
+  pack(args: readonly (string | number)[]): readonly (string | number)[]
 }
 
 /**
  * Loads `fileUrl` (use `new URL('./scripts/x.lua', import.meta.url)`). The build copies the
  * `.lua` files next to the compiled JS, so the same URL works from `src/` and `dist/`.
  */
-export function loadScript(fileUrl: URL, options: { replyWidth?: number } = {}): LuaScript {
+export function loadScript(
+  fileUrl: URL,
+  options: { replyWidth?: number; batchAs?: BatchForm; decodeLone?: (reply: unknown) => unknown } = {},
+): LuaScript {
   const source = readFileSync(fileUrl, 'utf8')
   const name = fileUrl.pathname
     .split('/')
     .pop()!
     .replace(/\.lua$/, '')
   const sha = createHash('sha1').update(source).digest('hex')
-  return Object.freeze({ name, source, sha, replyWidth: options.replyWidth ?? 1 })
+  const script: LuaScript = { name, source, sha, replyWidth: options.replyWidth ?? 1 }
+  return Object.freeze({ ...script, ...options, replyWidth: script.replyWidth })
 }
 
 /**

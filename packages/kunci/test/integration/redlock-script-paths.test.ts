@@ -1,0 +1,98 @@
+/**
+ * A request alone in its tick runs the lean single-resource scripts (acquire-one.lua,
+ * release-one.lua, with bare-integer replies); requests that share a tick are packed into the
+ * batched scripts. Both paths must decide alike: granted, held (with its TTL), fenced.
+ */
+import type { Redis } from 'ioredis'
+import { LockNotAcquiredError, Redlock } from 'kunci'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { commandStats, type Fixture, ready, startFixture, until } from '../support/nodes.js'
+
+let fx: Fixture
+let clients: Redis[]
+let rl: Redlock
+beforeAll(async () => {
+  fx = await startFixture({ count: 3, proxy: false })
+  clients = fx.clients()
+  await ready(clients)
+  rl = new Redlock({ clients: fx.clients(), quarantine: false, onWarning: () => {} })
+})
+afterAll(async () => {
+  await rl?.close()
+  await fx?.stop()
+})
+
+const far = () => (Date.now() + 3_600_000) * 1000 // a fence an hour ahead of our clock
+let n = 0
+const res = (tag: string) => `paths-${tag}-${++n}`
+
+describe('lean and batched script paths', () => {
+  it('alone: grants, reports a holder, and re-proposes above a higher stored fence', async () => {
+    const free = res('free')
+    const lock = await rl.acquire(free, { ttlMs: 5000 })
+    expect(await Promise.all(clients.map((c) => c.get(`kunci:{${free}}`)))).toContain(lock.token)
+    await lock.release()
+    // Released on a quorum at once, on the last node when it answers.
+    await until(
+      async () => (await Promise.all(clients.map((c) => c.exists(`kunci:{${free}}`)))).every((x) => x === 0),
+      'the lock to be gone from every node',
+    )
+
+    const fenced = res('fenced')
+    const stored = far()
+    await Promise.all(clients.map((c) => c.set(`kunci:{${fenced}}:fence`, String(stored))))
+    const f = await rl.acquire(fenced, { ttlMs: 5000, retryCount: 0 })
+    expect(f.fence).toBeGreaterThan(stored)
+    await f.release()
+
+    const held = res('held')
+    await Promise.all(clients.map((c) => c.set(`kunci:{${held}}`, 'x'.repeat(32), 'PX', 60_000)))
+    const t0 = performance.now()
+    await expect(rl.acquire(held, { retryCount: 0 })).rejects.toBeInstanceOf(LockNotAcquiredError)
+    expect(performance.now() - t0).toBeLessThan(5000)
+    // A caller that will wait queues and marks the lock on every node.
+    const waiting = rl.acquire(held, { retryCount: 1, retryDelayMs: 50, retryJitterMs: 0 })
+    await expect(waiting).rejects.toBeInstanceOf(LockNotAcquiredError)
+    await until(
+      async () =>
+        (await Promise.all(clients.map((c) => c.get(`kunci:{${held}}`)))).every(
+          (v) => v === `${'x'.repeat(32)}!`,
+        ),
+      'the waiter to mark the lock on every node',
+    )
+  })
+
+  it('together: one script call per node for a tick, with the same decisions', async () => {
+    const free = Array.from({ length: 20 }, () => res('b-free'))
+    const fenced = Array.from({ length: 5 }, () => res('b-fenced'))
+    const held = Array.from({ length: 5 }, () => res('b-held'))
+    const stored = far()
+    await Promise.all(
+      clients.flatMap((c) => [
+        ...fenced.map((r) => c.set(`kunci:{${r}}:fence`, String(stored))),
+        ...held.map((r) => c.set(`kunci:{${r}}`, 'y'.repeat(32), 'PX', 60_000)),
+      ]),
+    )
+    await clients[0]!.config('RESETSTAT')
+    const results = await Promise.allSettled([
+      ...free.map((r) => rl.acquire(r, { ttlMs: 5000, retryCount: 0 })),
+      ...fenced.map((r) => rl.acquire(r, { ttlMs: 5000, retryCount: 0 })),
+      ...held.map((r) => rl.acquire(r, { ttlMs: 5000, retryCount: 0 })),
+    ])
+    // 30 acquisitions (+ re-proposals for the fenced ones) in a handful of script calls.
+    expect((await commandStats(clients[0]!)).get('evalsha') ?? 0).toBeLessThan(10)
+    const ok = results.slice(0, 25).map((r) => (r.status === 'fulfilled' ? r.value : undefined))
+    expect(ok.every((l) => l !== undefined)).toBe(true)
+    for (const l of ok.slice(20)) expect(l!.fence).toBeGreaterThan(stored)
+    for (const r of results.slice(25)) {
+      expect(r.status).toBe('rejected')
+      expect((r as PromiseRejectedResult).reason).toBeInstanceOf(LockNotAcquiredError)
+    }
+    await Promise.all(ok.map((l) => l!.release()))
+    const keys = [...free, ...fenced].map((r) => `kunci:{${r}}`)
+    await until(
+      async () => (await Promise.all(clients.map((c) => c.exists(...keys)))).every((x) => x === 0),
+      'every lock to be gone from every node',
+    )
+  })
+})
