@@ -181,8 +181,11 @@ describe('RabbitMQ path: relay with publisher confirms, consumer with manual ack
       // The status in Redis is set after the SQL write: confirmed once persisted.
       const status = await waitFor(
         `order ${o.body.order_id} confirmed`,
-        () => fetch(`${stack.url}/v1/orders/${o.body.order_id}`).then((r) => r.json()),
-        (b: { status?: string }) => b.status !== 'reserved',
+        () =>
+          fetch(`${stack.url}/v1/orders/${o.body.order_id}`).then(
+            (r) => r.json() as Promise<{ status?: string }>,
+          ),
+        (b) => b.status !== 'reserved',
         30_000,
       )
       expect(status).toMatchObject({
@@ -290,7 +293,9 @@ describe('RabbitMQ path: relay with publisher confirms, consumer with manual ack
     // Unconfirmed orders stay pending in the stream: none can reach SQL while the broker is away.
     const during = await facts(db, '7103')
     expect(during.confirmed.size).toBe(0)
-    const order = await fetch(`${stack.url}/v1/orders/${ok[0]!.body.order_id}`).then((r) => r.json())
+    const order = (await fetch(`${stack.url}/v1/orders/${ok[0]!.body.order_id}`).then((r) => r.json())) as {
+      status?: string
+    }
     expect(order.status).toBe('reserved')
     // The worker's stream gauges watch the relay group: all 100 wait there (pending or not yet
     // read), which also keeps the broker away for at least one gauge period (2 s).
