@@ -61,8 +61,13 @@ async function restartScenario(quarantine: boolean) {
   const endA = history.begin('acct', lockA.fence, 'A', lockA.validityMs)
   for (const n of [n3!, n4!]) n.proxy!.refuse(false)
   await n2!.restart({ empty: true })
-  const b = manager(f, { quarantine, maxTtlMs: MAX_TTL })
-  await ready(f.clients()) // give B's fresh clients time to connect
+  const bClients = f.clients()
+  const b = manager(f, { clients: bClients, quarantine, maxTtlMs: MAX_TTL })
+  // B's own connections up and each node checked (a first request waits for the check), so
+  // that B's attempt below is decided by the nodes' answers, not by a slow connect on a loaded
+  // machine (nodeTimeoutMs is 150).
+  await ready(bClients)
+  await b.acquire('b-warm', { ttlMs: MAX_TTL, retryCount: 20, retryDelayMs: 50 }).then((l) => l.release())
   const got = await b.acquire('acct', { ttlMs: MAX_TTL, retryCount: 0 }).then(
     (lock) => lock,
     (err: { code: string; votes: { status: string }[] }) => err,
