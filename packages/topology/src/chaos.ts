@@ -87,7 +87,7 @@ const DURATION_PART = /(\d+(?:\.\d+)?)(ms|s|m|h)/g
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 }
 
 /**
- * '500ms' → 500, '20s' → 20000, '1m30s' → 90000; a finite number >= 0 is taken as ms.
+ * '500ms' → 500, '20s' → 20000, '1m30s' → 90000, '0' → 0; a finite number >= 0 is taken as ms.
  * Throws InvalidOptionError (code E_INVALID_OPTION) naming `option` for anything else.
  */
 export function parseDuration(value: string | number, option = 'duration'): number {
@@ -96,6 +96,7 @@ export function parseDuration(value: string | number, option = 'duration'): numb
     throw new InvalidOptionError(option, `expected a duration >= 0 in ms, got ${value}`)
   }
   const text = String(value).trim()
+  if (text === '0') return 0 // the one duration that needs no unit
   let total = 0
   let consumed = ''
   for (const m of text.matchAll(DURATION_PART)) {

@@ -26,6 +26,7 @@ describe('parseDuration and resolveSchedule', () => {
     expect(parseDuration('1m30s')).toBe(90_000)
     expect(parseDuration('1.5s')).toBe(1_500)
     expect(parseDuration(250)).toBe(250)
+    expect(parseDuration('0')).toBe(0)
   })
 
   it.each(['', '20', 'soon', '5 s', '-1s', '1s2x'])(

@@ -4,7 +4,9 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { type Browser, chromium } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { phaseCharts } from '../../src/report/chart-model.js'
+import type { LoadSeries } from '../../src/load/result.js'
+import { faultWindows, phaseCharts } from '../../src/report/chart-model.js'
+import { faultImpacts } from '../../src/report/fault-impact.js'
 import { renderReport, writeReport } from '../../src/report/render-report.js'
 import type { ReportInput } from '../../src/report/report-input.js'
 
@@ -52,6 +54,52 @@ describe('renderReport', () => {
     const escaped = renderReport(hostile)
     expect(escaped).not.toContain('<img src=x')
     expect(escaped).not.toContain('<script>alert(1)')
+  })
+})
+
+describe('faultImpacts and faultWindows', () => {
+  // Seconds 1..6: a fault from 2.2 s to 3.5 s makes seconds 3 and 4 fail, second 5 is clean.
+  const series: LoadSeries = {
+    t: [1, 2, 3, 4, 5, 6],
+    vus: [5, 5, 5, 5, 5, 5],
+    requests: [100, 100, 90, 80, 100, 100],
+    byStatus: { '200': [100, 100, 40, 70, 100, 100], '503': [0, 0, 50, 10, 0, 0] },
+    transportErrors: [0, 0, 5, 0, 0, 0],
+    p50Ms: [1, 1, 1, 1, 1, 1],
+    p99Ms: [2, 2, 2, 2, 2, 2],
+    maxMs: [3, 3, 3, 3, 3, 3],
+  }
+  const load = { series, startedAtMs: 10_000, durationMs: 6_000 }
+  const event = { fault: 'kill-master', label: 'kill -9 master', at: 1_000, startedMs: 1_200, endedMs: 2_500 }
+
+  it('counts failures in the seconds the fault overlaps and the time to the first clean second', () => {
+    // The chaos run started 1 s after the load: the fault is at 2.2 s..3.5 s on the load's axis.
+    const [impact] = faultImpacts(load, [event], 11_000)
+    expect(impact).toEqual({
+      label: 'kill -9 master',
+      failed: 50 + 5 + 10,
+      total: 95 + 80,
+      recoveryMs: 1_800,
+    })
+    expect(
+      faultWindows({
+        ...fixture.strategies[0]!.phases[0]!,
+        load: { ...load, latency: fixture.strategies[0]!.phases[0]!.load.latency },
+        faults: [event],
+        chaosStartedAtMs: 11_000,
+      }),
+    ).toEqual([{ label: 'kill -9 master', start: 2.2, end: 3.5 }])
+  })
+
+  it('reports 0 recovery for a harmless fault and null when requests never succeed again', () => {
+    const harmless = { ...event, startedMs: 4_100, endedMs: 4_600 }
+    expect(faultImpacts(load, [harmless])[0]).toMatchObject({ failed: 0, recoveryMs: 0 })
+    const dead: LoadSeries = {
+      ...series,
+      byStatus: { '503': [0, 0, 90, 80, 100, 100] },
+      requests: [0, 0, 90, 80, 100, 100],
+    }
+    expect(faultImpacts({ ...load, series: dead }, [event])[0]!.recoveryMs).toBeNull()
   })
 })
 
