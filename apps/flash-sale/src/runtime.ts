@@ -7,6 +7,7 @@ import { bridgeKunciMetrics } from './metrics/kunci-bridge.js'
 import { createServiceMetrics, type ServiceMetrics } from './metrics/service-metrics.js'
 import { connectLockNodes, connectSaleRedis, type RedisClient } from './redis/connect.js'
 import { CACHE_PREFIX } from './redis/keys.js'
+import { withTimeout } from './runtime-timeout.js'
 import { Catalog } from './sale/catalog.js'
 import { SaleStore } from './sale/sale-store.js'
 import { LuaStrategy } from './strategies/lua.js'
@@ -33,20 +34,6 @@ function cached(check: () => Promise<boolean>, ttlMs = 1_000): () => Promise<boo
       last = check().catch(() => false)
     }
     return last
-  }
-}
-
-export async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms)
-      }),
-    ])
-  } finally {
-    clearTimeout(timer)
   }
 }
 

@@ -2,8 +2,9 @@ import { hostname } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type Db, isSqlOutage } from '../db/database.js'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
-import { isRedisOutage, type RedisClient } from '../redis/connect.js'
+import { isRedisOutage, type RedisClient, refreshSlots } from '../redis/connect.js'
 import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
+import { isRedirect } from '../sale/sale-store.js'
 import { SCRIPTS } from '../sale/scripts.js'
 import { type MalformedEventError, type OrderEvent, parseOrderEvent } from './order-event.js'
 import { type PersistOutcome, persistOrder } from './persist.js'
@@ -155,16 +156,19 @@ export class OrderWorker {
   }
 
   async #read(stream: string, from: '0' | '>'): Promise<Entry[]> {
-    const reply = (await this.#o.redis.xreadgroup(
-      'GROUP',
-      this.#o.group,
-      this.consumer,
-      'COUNT',
-      this.#o.batchSize,
-      'STREAMS',
-      stream,
-      from,
-    )) as [string, Entry[]][] | null
+    // WAIT rides with the read (same node): events are persisted once a replica holds them, so a
+    // failover cannot un-reserve a unit that SQL has already sold (it would be sold twice in
+    // Redis and refused by the SQL guard). Best effort: without a replica the read goes on.
+    const [[readErr, read] = [null, null]] = (await this.#o.redis
+      .pipeline()
+      .xreadgroup('GROUP', this.#o.group, this.consumer, 'COUNT', this.#o.batchSize, 'STREAMS', stream, from)
+      .wait(1, 100)
+      .exec()) ?? [[null, null]]
+    if (readErr) {
+      if (isRedirect(readErr)) await refreshSlots(this.#o.redis)
+      throw readErr
+    }
+    const reply = read as [string, Entry[]][] | null
     // Own-history reads list deleted entries as [id, null]: nothing to persist, just acknowledge.
     const entries = reply?.[0]?.[1] ?? []
     const gone = entries.filter((e) => e[1] === null).map((e) => e[0])

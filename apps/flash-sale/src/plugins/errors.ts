@@ -1,5 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify'
-import { ApiError, type ApiErrorCode, HTTP_STATUS } from '../domain/errors.js'
+import { isSqlOutage } from '../db/database.js'
+import { ApiError, type ApiErrorCode, HTTP_STATUS, unavailable } from '../domain/errors.js'
+import { isRedisOutage } from '../redis/connect.js'
 
 export function sendError(reply: FastifyReply, err: ApiError): FastifyReply {
   if (err.retryAfterS !== undefined) reply.header('Retry-After', String(err.retryAfterS))
@@ -35,6 +37,8 @@ function fromFastify(err: FastifyError): ApiError | undefined {
   if (err instanceof SyntaxError || (err.statusCode === 400 && /JSON/i.test(err.message))) {
     return new ApiError('INVALID_REQUEST', 'body: not valid JSON', { field: 'body', rule: 'valid JSON' })
   }
+  if (isRedisOutage(err)) return unavailable('Redis is unreachable or failing over', 1, err)
+  if (isSqlOutage(err)) return unavailable('the database is unreachable', 2, err)
   if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
     const code = (Object.keys(HTTP_STATUS) as ApiErrorCode[]).find((c) => HTTP_STATUS[c] === err.statusCode)
     return new ApiError(code ?? 'INVALID_REQUEST', err.message)

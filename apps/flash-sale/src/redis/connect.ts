@@ -37,6 +37,11 @@ export function connectSaleRedis(
     retryDelayOnTryAgain: 100,
     maxRedirections: 16,
     slotsRefreshTimeout: 2_000,
+    // A failed-over master is noticed within a second even by a client that only pipelines.
+    slotsRefreshInterval: 1_000,
+    // While the cluster client reconnects, fail at once (503, the user retries) rather than
+    // queueing checkouts behind a dead master.
+    enableOfflineQueue: false,
   })
 }
 
@@ -68,7 +73,17 @@ export function isRedisOutage(err: unknown): boolean {
   const e = err as Error & { code?: string }
   if (e.name === 'MaxRetriesPerRequestError' || e.name === 'ClusterAllFailedError') return true
   if (e.code && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENOTCONN)$/.test(e.code)) return true
-  return /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|NOREPLICAS)|Connection is closed|Stream isn't writeable|Failed to refresh slots cache|None of startup nodes is available/.test(
+  return /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|NOREPLICAS|MOVED|ASK) |Connection is closed|Stream isn't writeable|Failed to refresh slots cache|None of startup nodes is available/.test(
     e.message,
   )
+}
+
+/**
+ * After a MOVED inside a pipeline: ioredis follows MOVED for single commands, and for a pipeline
+ * only when every command of it was redirected. Ours pair a script with WAIT (which has no key and
+ * so is never redirected), so the slot map must be refreshed by hand before the retry.
+ */
+export async function refreshSlots(client: RedisClient): Promise<void> {
+  if (!(client as { isCluster?: boolean }).isCluster) return
+  await new Promise<void>((resolve) => (client as Cluster).refreshSlotsCache(() => resolve()))
 }

@@ -13,11 +13,17 @@ export async function orderRoutes(app: FastifyInstance, deps: AppDeps): Promise<
     if (cached && cached.status !== 'reserved') {
       return { order_id: orderId, status: cached.status, product_id: productId, user_id: cached.userId }
     }
-    const r = await deps.db.query<{ status: string; user_id: string; failure_reason: string | null }>(
-      'SELECT status, user_id, failure_reason FROM orders WHERE order_id = $1',
-      [orderId],
-    )
-    const row = r.rows[0]
+    let row: { status: string; user_id: string; failure_reason: string | null } | undefined
+    try {
+      const r = await deps.db.query<{ status: string; user_id: string; failure_reason: string | null }>(
+        'SELECT status, user_id, failure_reason FROM orders WHERE order_id = $1',
+        [orderId],
+      )
+      row = r.rows[0]
+    } catch (err) {
+      // SQL down: Redis still knows a reserved order; only an unknown one needs SQL.
+      if (!cached) throw err
+    }
     if (row) {
       return {
         order_id: orderId,

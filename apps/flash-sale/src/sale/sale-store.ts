@@ -1,4 +1,5 @@
-import type { RedisClient } from '../redis/connect.js'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { type RedisClient, refreshSlots } from '../redis/connect.js'
 import { SALES_REGISTRY_KEY, saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { isNoScript, SCRIPTS } from './scripts.js'
 
@@ -101,18 +102,28 @@ export class SaleStore {
     const keys = [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders]
     const args = [input.userId, input.orderId, input.idempotencyKey ?? '']
     if (replicas === 0) return toReserveReply(await SCRIPTS.reserve.run(this.client, keys, args), false)
-    for (const useSource of [false, true]) {
+    let useSource = false
+    for (let attempt = 1; ; attempt++) {
       const pipeline = SCRIPTS.reserve.queue(this.client.pipeline(), keys, args, useSource)
       const results = await pipeline.wait(replicas, waitTimeoutMs).exec()
       const [scriptErr, reply] = results?.[0] ?? [new Error('empty pipeline result'), null]
       if (scriptErr) {
-        if (!useSource && isNoScript(scriptErr)) continue
+        if (!useSource && isNoScript(scriptErr)) {
+          useSource = true
+          continue
+        }
+        // The slot moved (failover, resharding): the script did not run, so running it again on
+        // the new owner is safe. ioredis follows MOVED for single commands, not in pipelines.
+        if (attempt < 5 && isRedirect(scriptErr)) {
+          await refreshSlots(this.client)
+          await sleep(20 * attempt)
+          continue
+        }
         throw scriptErr
       }
       const [waitErr, acked] = results?.[1] ?? [null, 0]
       return toReserveReply(reply, !waitErr && Number(acked) >= replicas)
     }
-    throw new Error('unreachable')
   }
 
   async remaining(productId: string): Promise<number | undefined> {
@@ -136,4 +147,9 @@ export class SaleStore {
   async saleIds(): Promise<string[]> {
     return (await this.client.smembers(SALES_REGISTRY_KEY)).sort()
   }
+}
+
+/** MOVED/ASK/TRYAGAIN/CLUSTERDOWN: the command was not executed; it may be sent again. */
+export function isRedirect(err: unknown): boolean {
+  return err instanceof Error && /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(err.message)
 }

@@ -2,8 +2,11 @@ import type { Durability } from '../config.js'
 import { unavailable } from '../domain/errors.js'
 import { newOrderId } from '../domain/ids.js'
 import { isRedisOutage } from '../redis/connect.js'
+import { TimeoutError, withTimeout } from '../runtime-timeout.js'
 import type { SaleStore } from '../sale/sale-store.js'
 import { type CheckoutRequest, type CheckoutResult, type CheckoutStrategy, refusal } from './strategy.js'
+
+const REDIS_DEADLINE_MS = 2_000
 
 /**
  * The default: one Lua script on the sale's slot does the whole reservation (reserve.lua), the
@@ -21,12 +24,19 @@ export class LuaStrategy implements CheckoutStrategy {
     const replicas = this.options.durability === 'replica' ? 1 : 0
     let reply: Awaited<ReturnType<SaleStore['reserve']>>
     try {
-      reply = await this.store.reserve(
-        { ...req, orderId: newOrderId(req.productId) },
-        replicas,
-        this.options.waitTimeoutMs,
+      // Bounded: while a slot fails over, ioredis queues commands; a user gets 503 (retry with
+      // the same Idempotency-Key, or see ALREADY_PURCHASED) instead of a hanging request.
+      reply = await withTimeout(
+        this.store.reserve(
+          { ...req, orderId: newOrderId(req.productId) },
+          replicas,
+          this.options.waitTimeoutMs,
+        ),
+        REDIS_DEADLINE_MS,
       )
     } catch (err) {
+      if (err instanceof TimeoutError)
+        throw unavailable('the sale store (Redis) did not answer in time', 1, err)
       if (isRedisOutage(err))
         throw unavailable('the sale store (Redis) is unreachable or failing over', 1, err)
       throw err
