@@ -122,7 +122,7 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
       `${stack.url}/v1/orders/${outcomes.find((o) => o.status === 200)!.body.order_id}`,
     )
     expect(during.status).toBe(200)
-    expect((await during.json()).status).toBe('reserved')
+    expect(((await during.json()) as { status: string }).status).toBe('reserved')
     sqlProxy.refuse(false)
     const facts = await waitForSettled(stack.databaseUrl, '9924', 50, 90_000)
     expect(facts.confirmed).toHaveLength(50)
@@ -150,7 +150,6 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
     expect(sold).toBeLessThanOrEqual(200)
     expect(sold).toBeGreaterThan(0)
     const facts = await waitForSettled(stack.databaseUrl, '9925', codes[200] ?? 0, 60_000)
-    console.log('failover codes', codes, 'settled', facts.confirmed.length, facts.failed)
     expect(violations(outcomes, facts, 200)).toEqual([])
   })
 })
