@@ -1,6 +1,6 @@
 import { keySlot } from '../cluster/slot.js'
 import { UnexpectedReplyError } from '../errors.js'
-import { isClusterClient, type LuaScript, type RedisClient, runScript } from '../redis/lua-script.js'
+import { isClusterClient, type LuaScript, type RedisClient, runScriptTo } from '../redis/lua-script.js'
 import { publishEvent, QUARANTINE_CHANNEL, WARNING_CHANNEL } from './events.js'
 import type { KunciWarning, PersistenceProfile } from './lock-options.js'
 
@@ -265,7 +265,7 @@ export class NodeLink {
       return
     }
     let run: Pending[] = []
-    let runScript: LuaScript | undefined
+    let runFor: LuaScript | undefined
     for (const p of queue) {
       if (p.vote && !this.canVote(now)) {
         p.reject(notVoting)
@@ -273,11 +273,11 @@ export class NodeLink {
       }
       // Lean single-request scripts share a run with their batched form.
       const s = p.script.batchAs?.script ?? p.script
-      if (run.length > 0 && (runScript !== s || run.length === MAX_BATCH)) {
+      if (run.length > 0 && (runFor !== s || run.length === MAX_BATCH)) {
         this.#sendRun(run)
         run = []
       }
-      runScript = s
+      runFor = s
       run.push(p)
     }
     if (run.length > 0) this.#sendRun(run)
@@ -322,7 +322,11 @@ export class NodeLink {
     }
     const width = script.replyWidth
     const decode = batch.length === 1 ? script.decodeLone : undefined
-    runScript(this.client, script, keys, args).then(
+    runScriptTo(
+      this.client,
+      script,
+      keys,
+      args,
       (reply) => {
         let values: unknown
         if (decode) {

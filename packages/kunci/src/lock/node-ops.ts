@@ -127,16 +127,32 @@ export async function attemptAcquire(
   }
   let granted = 0
   let refused = 0
-  const outcomes = await gather(requests, nodes.nodeTimeoutMs, (out) => {
-    granted = 0
-    refused = 0
-    for (const o of out) {
-      if (o === undefined) continue
-      if (o.ok && (o.value as AcquireReply)[0] === 1) granted++
-      else refused++
-    }
-    return granted >= quorum || refused > n - quorum
-  })
+  // A waiter queues on every node that refuses it, also on nodes that answer after the
+  // decision: if it wins, it leaves those queues too (see unqueue.lua).
+  let won: boolean | undefined
+  const lateHeld: number[] = []
+  const late = w
+    ? (i: number, v: unknown) => {
+        if ((v as AcquireReply)[0] !== 0) return
+        if (won === undefined) lateHeld.push(i)
+        else if (won) unqueueOn(nodes, target, w.id, i)
+      }
+    : undefined
+  const outcomes = await gather(
+    requests,
+    nodes.nodeTimeoutMs,
+    (out) => {
+      granted = 0
+      refused = 0
+      for (const o of out) {
+        if (o === undefined) continue
+        if (o.ok && (o.value as AcquireReply)[0] === 1) granted++
+        else refused++
+      }
+      return granted >= quorum || refused > n - quorum
+    },
+    late,
+  )
   const now = performance.now()
   let grants = 0
   let held = 0
@@ -174,13 +190,17 @@ export async function attemptAcquire(
       }
       // A waiter joined the queue of every node that refused it (in the same script call):
       // leave those queues now that it holds the lock, on those nodes only (see unqueue.lua).
-      if (w && held > 0) unqueueWhereHeld(nodes, target, w.id, outcomes)
-      if (w) unqueueWhenHeld(nodes, target, w.id, requests, outcomes)
+      if (w) {
+        won = true
+        if (held > 0) unqueueWhereHeld(nodes, target, w.id, outcomes)
+        for (const i of lateHeld) unqueueOn(nodes, target, w.id, i)
+      }
       // Votes are built only when someone will look at them (a grant's are rarely wanted).
       const votes = hasSubscribers(RELEASED_CHANNEL) ? votesOf(links, outcomes) : NO_VOTES
       return { kind: 'granted', token, fence, validUntil, votes, prevMissingOn }
     }
   }
+  won = false
   const votes = votesOf(links, outcomes)
   // Release what this attempt was granted. Nodes that had not answered yet are cleaned up when
   // they do (a paused node answers late), instead of costing every node a second command.
@@ -306,34 +326,15 @@ function unqueueWhereHeld(
   id: string,
   outcomes: readonly Outcome<unknown>[],
 ) {
-  const args = [id, target.lockKeys.length]
   for (let i = 0; i < outcomes.length; i++) {
     const o = outcomes[i]
-    if (o?.ok && (o.value as AcquireReply)[0] === 0)
-      nodes.links[i]!.call(UNQUEUE, target.releaseKeys, args).catch(() => {}) // best effort: the queue has a TTL
+    if (o?.ok && (o.value as AcquireReply)[0] === 0) unqueueOn(nodes, target, id, i)
   }
 }
 
-/** Nodes that had not answered when a waiter's grant was decided: unqueue it if they refuse. */
-function unqueueWhenHeld(
-  nodes: Nodes,
-  target: LockTarget,
-  id: string,
-  requests: readonly (Promise<unknown> | undefined)[],
-  outcomes: readonly Outcome<unknown>[],
-) {
-  for (let i = 0; i < outcomes.length; i++) {
-    const o = outcomes[i]
-    if (!o || o.ok || !o.undecided) continue
-    const link = nodes.links[i]!
-    requests[i]!.then(
-      (v) => {
-        if ((v as AcquireReply)[0] === 0)
-          link.call(UNQUEUE, target.releaseKeys, [id, target.lockKeys.length]).catch(() => {})
-      },
-      () => {},
-    )
-  }
+function unqueueOn(nodes: Nodes, target: LockTarget, id: string, node: number): void {
+  // Best effort: the queue has a TTL.
+  nodes.links[node]!.call(UNQUEUE, target.releaseKeys, [id, target.lockKeys.length]).catch(() => {})
 }
 
 async function releaseOn(nodes: Nodes, target: LockTarget, token: string, on: number[], prev: string) {

@@ -75,3 +75,22 @@ export function runScript(
     return client.eval(script.source, keys.length, ...keys, ...args)
   })
 }
+
+/**
+ * runScript for the lock nodes' hot path: the same EVALSHA with the EVAL fallback, reporting to
+ * callbacks instead of returning a promise, which saves a promise and a microtask per call
+ * (ten per acquire+release on five nodes).
+ */
+export function runScriptTo(
+  client: RedisClient,
+  script: LuaScript,
+  keys: readonly string[],
+  args: readonly (string | number)[],
+  onReply: (reply: unknown) => void,
+  onError: (err: Error) => void,
+): void {
+  client.evalsha(script.sha, keys.length, ...keys, ...args).then(onReply, (err: Error) => {
+    if (!isNoScriptError(err)) return onError(err)
+    client.eval(script.source, keys.length, ...keys, ...args).then(onReply, onError)
+  })
+}
