@@ -73,7 +73,7 @@ export function isRedisOutage(err: unknown): boolean {
   const e = err as Error & { code?: string }
   if (e.name === 'MaxRetriesPerRequestError' || e.name === 'ClusterAllFailedError') return true
   if (e.code && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENOTCONN)$/.test(e.code)) return true
-  return /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|NOREPLICAS|MOVED|ASK) |Connection is closed|Stream isn't writeable|Failed to refresh slots cache|None of startup nodes is available/.test(
+  return /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|NOREPLICAS|MOVED|ASK) |Connection is closed|Cluster isn't ready|Stream isn't writeable|Failed to refresh slots cache|None of startup nodes is available/.test(
     e.message,
   )
 }

@@ -16,10 +16,10 @@ interface SaleRow {
   ended: boolean
 }
 
-const SALE_SQL = `SELECT round, stock_total, sold, per_user_limit, price_cents,
-  (starts_at IS NOT NULL AND now() < starts_at) AS not_started,
-  (ends_at IS NOT NULL AND now() >= ends_at) AS ended
-  FROM sales WHERE product_id = $1`
+const SALE_SQL = `SELECT s.round, s.stock_total, s.sold, s.per_user_limit, p.price_cents,
+  (s.starts_at IS NOT NULL AND now() < s.starts_at) AS not_started,
+  (s.ends_at IS NOT NULL AND now() >= s.ends_at) AS ended
+  FROM sales s JOIN products p USING (product_id) WHERE s.product_id = $1`
 
 /** A stored answer of an Idempotency-Key. */
 type StoredAnswer =

@@ -32,7 +32,9 @@ describe('redlock strategy: no oversell, no double charge, also with a lock node
     await db?.drop()
   }, 60_000)
 
-  it('5,000 checkouts from 3,000 users for 100 units: exactly 100 × 200 (confirmed), the rest 409', async () => {
+  it('5,000 checkouts from 3,000 users for 100 units: exactly 100 × 200 (confirmed), the rest 409', {
+    timeout: 240_000,
+  }, async () => {
     await stack.putSale({ productId: '9921', stock: 100 })
     // Contended checkouts answer 429 BUSY; the clients retry them, as real ones would.
     const outcomes = await runCheckouts({
