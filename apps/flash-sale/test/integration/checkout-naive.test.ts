@@ -2,17 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type LocalStack, startStack } from '../../src/stack/local-stack.js'
 import { countBy, crowd, runCheckouts } from '../support/checkouts.js'
 import { saleFacts } from '../support/invariants.js'
-import { createTestDatabase } from '../support/pg.js'
 
-// The old design, kept to show why the others exist.
-describe('naive strategy (read, then write the stock)', () => {
+// The old design, kept to show why the others exist. This stack runs on the embedded SQL (PGlite
+// behind its socket server, shared by 2 service processes and the worker), the default of `up`.
+describe('naive strategy (read, then write the stock), on the embedded SQL', () => {
   let stack: LocalStack
-  let db: Awaited<ReturnType<typeof createTestDatabase>>
 
   beforeAll(async () => {
-    db = await createTestDatabase('fs_naive')
     stack = await startStack({
-      databaseUrl: db.url,
       strategy: 'naive',
       instances: 2,
       port: 0,
@@ -23,7 +20,6 @@ describe('naive strategy (read, then write the stock)', () => {
 
   afterAll(async () => {
     await stack?.stop()
-    await db?.drop()
   }, 60_000)
 
   it('oversells under the load the other strategies survive; the SQL guard still keeps the books at the stock', async () => {

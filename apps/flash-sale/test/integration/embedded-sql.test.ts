@@ -1,0 +1,84 @@
+import pg from 'pg'
+import { describe, expect, it } from 'vitest'
+import { startEmbeddedSql } from '../../src/db/embedded.js'
+import { migrate } from '../../src/db/migrate.js'
+
+/**
+ * Several pools (as the service instances and the worker are several processes) sending
+ * parameterised queries and transactions at once through the embedded PGlite's socket.
+ * Returns the errors seen and whether every answer matched its own question.
+ */
+async function hammer(url: string): Promise<{ errors: string[]; wrong: number }> {
+  // Bounded waits: the package's own queue can also wedge (a timeout then counts as an error).
+  const pools = Array.from(
+    { length: 3 },
+    () =>
+      new pg.Pool({ connectionString: url, max: 6, query_timeout: 3_000, connectionTimeoutMillis: 3_000 }),
+  )
+  const errors: string[] = []
+  let wrong = 0
+  try {
+    await pools[0]!.query('CREATE TABLE IF NOT EXISTS counters (id int PRIMARY KEY, n int NOT NULL)')
+    await pools[0]!.query('INSERT INTO counters VALUES (1, 0) ON CONFLICT DO NOTHING')
+    await Promise.all(
+      Array.from({ length: 600 }, async (_, i) => {
+        const pool = pools[i % pools.length]!
+        try {
+          if (i % 3 === 0) {
+            const c = await pool.connect()
+            try {
+              await c.query('BEGIN')
+              await c.query('UPDATE counters SET n = n + $1 WHERE id = $2', [1, 1])
+              await c.query('COMMIT')
+            } finally {
+              c.release()
+            }
+          } else {
+            const r = await pool.query<{ v: number; s: string }>('SELECT $1::int * 2 AS v, $2::text AS s', [
+              i,
+              `q${i}`,
+            ])
+            if (r.rows[0]?.v !== i * 2 || r.rows[0]?.s !== `q${i}`) wrong++
+          }
+        } catch (err) {
+          errors.push((err as Error).message)
+        }
+      }),
+    )
+    try {
+      const n = (await pools[0]!.query<{ n: number }>('SELECT n FROM counters WHERE id = 1')).rows[0]?.n
+      if (n !== 200) errors.push(`counter is ${n}, expected 200 committed increments`)
+    } catch (err) {
+      errors.push((err as Error).message)
+    }
+  } finally {
+    for (const p of pools) await p.end().catch(() => {})
+  }
+  return { errors, wrong }
+}
+
+describe('embedded SQL (PGlite behind its socket server)', () => {
+  it('keeps the connections of several pools apart: every parameterised query and transaction is its own', async () => {
+    const sql = await startEmbeddedSql()
+    try {
+      const db = new pg.Pool({ connectionString: sql.url, max: 1 })
+      expect(await migrate(db)).toContain('001_init.sql')
+      await db.end()
+      const { errors, wrong } = await hammer(sql.url)
+      expect(errors).toEqual([])
+      expect(wrong).toBe(0)
+    } finally {
+      await sql.stop()
+    }
+  })
+
+  it('pglite-socket on its own interleaves protocol messages of different connections (why session-queue.ts exists)', async () => {
+    const sql = await startEmbeddedSql({ multiplexing: 'package' })
+    try {
+      const { errors, wrong } = await hammer(sql.url)
+      expect(errors.length + wrong).toBeGreaterThan(0)
+    } finally {
+      await sql.stop()
+    }
+  })
+})
