@@ -54,7 +54,13 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   let strategy: CheckoutStrategy
   if (config.strategy === 'redlock') {
     lockClients = connectLockNodes(config.redlockNodes, config)
-    locks = new Redlock({ clients: lockClients, ttlMs: 5_000, nodeTimeoutMs: 200, persistence: 'everysec' })
+    locks = new Redlock({
+      clients: lockClients,
+      ttlMs: 5_000,
+      maxTtlMs: 5_000,
+      nodeTimeoutMs: 200,
+      persistence: 'everysec',
+    })
     strategy = new RedlockStrategy(db, locks, { lockWaitMs: config.lockWaitMs })
   } else if (config.strategy === 'naive') {
     strategy = new NaiveStrategy(store)
