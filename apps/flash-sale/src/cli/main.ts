@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import type { Command } from './command.js'
+import { demoCommand } from './demo.js'
 import { loadCommand } from './load.js'
 import { migrateCommand } from './migrate.js'
 import { reconcileCommand } from './reconcile.js'
@@ -14,6 +15,7 @@ const COMMANDS: Command[] = [
   migrateCommand,
   reconcileCommand,
   loadCommand,
+  demoCommand,
 ]
 
 function usage(): string {

@@ -1,0 +1,158 @@
+// The demo's script: per strategy two phases (the articles' story, 100 units of product 9921,
+// then a larger sale for sustained throughput), each under a k6-style ramp of many distinct
+// users with repeats and double clicks, with the same four faults at fixed moments.
+//
+// Decisions the issue leaves open:
+// - The master killed is the one holding the sale's slot ({sale:<id>}), found when the fault
+//   fires: killing another master would show nothing about the sale.
+// - The lock-node faults hit nodes 2 (kill -9, back after a few seconds, with its AOF) and 0
+//   (SIGSTOP for a second) of the 5 Redlock nodes: only `redlock` uses them, which is the point
+//   (the other strategies do not care).
+// - `full` runs the articles' whole ramp (30s→100, 1m→500, 30s→0) once per strategy, on the
+//   story phase; the throughput phase keeps the default length.
+import {
+  type ChaosStep,
+  type FaultHandler,
+  killClusterMaster,
+  killNode,
+  type NodeSet,
+  pauseNode,
+  type RedisCluster,
+} from '@kunci/topology'
+import { keySlot } from 'kunci'
+import type { Stage } from '../load/stages.js'
+import { saleKeys } from '../redis/keys.js'
+import type { StackProcess } from '../stack/child.js'
+import type { DemoProfile } from './demo-options.js'
+
+export interface PhasePlan {
+  /** Stable id for the report, e.g. 'sale-100'. */
+  id: string
+  label: string
+  productId: number
+  stock: number
+  stages: Stage[]
+  schedule: ChaosStep[]
+  /** Share of users who retry after 429/503 and of purchases sent twice at once. */
+  repeatRatio: number
+  doubleClickRatio: number
+  /** User ids are drawn from 1..users: fewer users than purchases means repeats. */
+  users: number
+}
+
+const s = (seconds: number) => Math.round(seconds * 1000)
+
+/** The four faults, `t0` seconds into the phase and `gap` seconds apart. */
+function faults(t0: number, gap: number, lockDownMs: number, workerDownMs: number): ChaosStep[] {
+  return [
+    { at: s(t0), fault: 'kill-master', label: 'kill -9 sale master (failover)' },
+    {
+      at: s(t0 + gap),
+      fault: 'kill-lock-node',
+      target: '2',
+      durationMs: lockDownMs,
+      label: 'kill -9 lock node 2',
+    },
+    { at: s(t0 + 2 * gap), fault: 'kill-worker', durationMs: workerDownMs, label: 'kill -9 worker' },
+    {
+      at: s(t0 + 3 * gap),
+      fault: 'sigstop',
+      target: '0',
+      durationMs: 1_000,
+      label: 'SIGSTOP lock node 0 (1 s)',
+    },
+  ]
+}
+
+const ramp = (...parts: [number, number][]): Stage[] =>
+  parts.map(([seconds, target]) => ({ durationMs: s(seconds), target }))
+
+const STORY = { id: 'sale-100', productId: 9921, stock: 100, repeatRatio: 0.5, doubleClickRatio: 0.05 }
+const BULK = { productId: 9922, repeatRatio: 0.5, doubleClickRatio: 0.05 }
+
+/** The phases of one strategy for a profile. */
+export function phasePlans(profile: DemoProfile): PhasePlan[] {
+  switch (profile) {
+    case 'quick':
+      return [
+        {
+          ...STORY,
+          label: '100 units, quick',
+          stages: ramp([1, 20], [3, 40], [1, 0]),
+          schedule: faults(0.5, 0.8, 1_500, 1_500),
+          users: 2_000,
+        },
+        {
+          ...BULK,
+          id: 'sale-1000',
+          label: '1,000 units, quick',
+          stock: 1_000,
+          stages: ramp([1, 30], [4, 60], [1, 0]),
+          schedule: faults(0.8, 1, 1_500, 1_500),
+          users: 5_000,
+        },
+      ]
+    case 'default':
+    case 'full': {
+      const story: PhasePlan =
+        profile === 'full'
+          ? {
+              ...STORY,
+              label: "100 units, the articles' 2-minute ramp",
+              stages: ramp([30, 100], [60, 500], [30, 0]),
+              schedule: faults(20, 25, 5_000, 5_000),
+              users: 99_999,
+            }
+          : {
+              ...STORY,
+              label: '100 units, 15 s',
+              stages: ramp([3, 60], [10, 200], [2, 0]),
+              schedule: faults(2, 3, 3_000, 3_000),
+              users: 20_000,
+            }
+      return [
+        story,
+        {
+          ...BULK,
+          id: 'sale-5000',
+          label: '5,000 units, 20 s',
+          stock: 5_000,
+          stages: ramp([3, 100], [14, 300], [3, 0]),
+          schedule: faults(3, 4, 3_000, 3_000),
+          users: 20_000,
+        },
+      ]
+    }
+  }
+}
+
+export interface FaultTargets {
+  cluster: RedisCluster
+  lockNodes: NodeSet | undefined
+  worker: StackProcess
+}
+
+/** The handlers the schedule names, bound to one stack and one sale. */
+export function faultHandlers(stack: FaultTargets, productId: number): Record<string, FaultHandler> {
+  const killMaster = killClusterMaster(stack.cluster)
+  const lockNodes = stack.lockNodes?.nodes ?? []
+  const noLockNodes: FaultHandler = async () => undefined
+  return {
+    'kill-master': async (step, ctx) => {
+      const owner = await stack.cluster.slotOwner(keySlot(saleKeys(String(productId)).stock))
+      return killMaster({ ...step, target: owner.name }, ctx)
+    },
+    'kill-lock-node': lockNodes.length > 0 ? killNode(lockNodes) : noLockNodes,
+    sigstop: lockNodes.length > 0 ? pauseNode(lockNodes) : noLockNodes,
+    // StackProcess owns its child (killProcess wants a ChildProcess): kill -9, then a new worker.
+    'kill-worker': async () => {
+      await stack.worker.kill()
+      return async () => stack.worker.start()
+    },
+  }
+}
+
+/** Length of a phase's load, for the progress line's "of N s". */
+export function phaseSeconds(plan: PhasePlan): number {
+  return plan.stages.reduce((a, st) => a + st.durationMs, 0) / 1000
+}

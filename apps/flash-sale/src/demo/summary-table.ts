@@ -1,0 +1,68 @@
+// The end-of-run text: one table per strategy (a row per phase), what each fault cost, and the
+// verdict. Built from the same ReportInput as the HTML report, so the two never disagree.
+import type { FaultImpact, ReportInput, StrategyReport, SummaryRow } from '../report/report-input.js'
+
+const ms = (v: number) => (v >= 100 ? v.toFixed(0) : v.toFixed(1))
+const recovery = (v: number | null) => (v === null ? 'not recovered' : `${(v / 1000).toFixed(1)} s`)
+
+function statuses(row: SummaryRow): string {
+  return Object.entries(row.byStatus)
+    .filter(([, n]) => n > 0)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([code, n]) => `${code}:${n}`)
+    .join(' ')
+}
+
+function table(header: string[], rows: string[][]): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 || i === 3 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ')
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)]
+}
+
+function faultLine(f: FaultImpact): string {
+  return `    ${f.label.padEnd(32)} ${String(f.failed).padStart(5)} of ${String(f.total).padStart(6)} requests failed, recovery ${recovery(f.recoveryMs)}`
+}
+
+export function formatStrategy(s: StrategyReport): string {
+  const header = [
+    'phase',
+    'req/s',
+    'p50/p99/max ms',
+    'statuses',
+    'sold',
+    'oversold',
+    'persisted',
+    'dup',
+    '2x charge',
+    'verdict',
+  ]
+  const rows = s.phases.map((p) => {
+    const r = p.summary
+    return [
+      p.id,
+      String(r.requestsPerSecond),
+      `${ms(r.p50Ms)}/${ms(r.p99Ms)}/${ms(r.maxMs)}`,
+      statuses(r),
+      String(r.sold),
+      String(r.oversold),
+      String(r.persisted),
+      String(r.duplicates),
+      String(r.doubleCharges),
+      r.verdict,
+    ]
+  })
+  const out = [`${s.strategy}: ${s.description ?? ''}`, ...table(header, rows).map((l) => `  ${l}`)]
+  for (const p of s.phases) {
+    out.push(`  ${p.id}: faults (requests answered 5xx or not at all while in effect)`)
+    out.push(...p.summary.faults.map(faultLine))
+    for (const n of p.summary.notes ?? []) out.push(`    · ${n}`)
+  }
+  return out.join('\n')
+}
+
+export function formatSummary(input: ReportInput): string {
+  const v = input.verdict
+  const verdict = [`${v.ok ? 'PASS' : 'FAIL'}: ${v.headline}`, ...(v.details ?? []).map((d) => `  ${d}`)]
+  return [...input.strategies.map(formatStrategy), verdict.join('\n')].join('\n\n')
+}
