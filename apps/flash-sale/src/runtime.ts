@@ -42,7 +42,11 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
   const metrics = createServiceMetrics(registry)
-  const bridge = bridgeKunciMetrics({ registry, lockName: 'checkout' })
+  const bridge = bridgeKunciMetrics({
+    registry,
+    lockName: 'checkout',
+    nodes: config.strategy === 'redlock' ? config.redlockNodes.length : 0,
+  })
   const redis = connectSaleRedis(config, 'flash-sale-serve')
   const db = connectDb(config.databaseUrl, 20)
   const store = new SaleStore(redis)

@@ -23,7 +23,11 @@ export async function serve(config: ServiceConfig, opts: ServeOptions = {}): Pro
   if (instances > 1 && cluster.isPrimary) return servePrimary(instances, opts.metricsPort, log)
 
   const runtime = await createRuntime(config)
-  AggregatorRegistry.setRegistries([runtime.registry])
+  if (cluster.isWorker) {
+    // Constructing one registers the worker's answer to the primary's metrics requests.
+    new AggregatorRegistry()
+    AggregatorRegistry.setRegistries([runtime.registry])
+  }
   const app = await buildApp(runtime.deps, { logger: true })
   await app.listen({ host: config.host, port: config.port })
   if (config.strategy === 'naive') {

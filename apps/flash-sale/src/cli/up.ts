@@ -4,11 +4,13 @@ import type { Command } from './command.js'
 
 const HELP = `usage: flash-sale up [--strategy lua|redlock|naive] [--instances 2] [--durability replica|none]
                      [--product 9921] [--stock 100] [--price 49.99] [--port 8080]
-                     [--database-url postgres://…] [--queue-url amqp://…] [--json] [--quiet]
+                     [--database-url postgres://…] [--queue-url amqp://…] [--observe] [--json] [--quiet]
 
 Starts a whole local stack: a 3+3 Redis Cluster and 5 independent lock nodes (ACL user for the
 app), SQL (embedded PGlite unless --database-url), the service (--instances processes on one
-port) and a worker; creates the sale; prints the URLs and the admin token. Ctrl-C stops it all.`
+port) and a worker; creates the sale; prints the URLs and the admin token. Ctrl-C stops it all.
+--observe also starts Prometheus (alert rules of deploy/prometheus) and a redis_exporter per node
+(Debian packages prometheus and prometheus-redis-exporter; node scripts/ensure-tools.mjs installs them).`
 
 export const upCommand: Command = {
   name: 'up',
@@ -29,6 +31,7 @@ export const upCommand: Command = {
           'database-url': { type: 'string' },
           'queue-url': { type: 'string' },
           json: { type: 'boolean', default: false },
+          observe: { type: 'boolean', default: false },
           quiet: { type: 'boolean', default: false },
           help: { type: 'boolean', default: false },
         },
@@ -74,6 +77,7 @@ export const upCommand: Command = {
       queueUrl: values['queue-url'] as string | undefined,
       sale: { productId: String(values.product), stock, price },
       echo: !values.quiet,
+      observe: Boolean(values.observe),
     })
     const info = {
       url: stack.url,
@@ -86,6 +90,7 @@ export const upCommand: Command = {
       redis_cluster: stack.env.REDIS_CLUSTER_NODES,
       redlock_nodes: stack.env.REDLOCK_NODES,
       database_url: stack.databaseUrl,
+      prometheus: stack.prometheusUrl ?? null,
     }
     if (values.json) console.log(JSON.stringify(info))
     else {
@@ -101,6 +106,9 @@ export const upCommand: Command = {
           `  Redis Cluster: ${info.redis_cluster}`,
           `  lock nodes:    ${info.redlock_nodes}`,
           `  SQL:           ${info.database_url}`,
+          ...(stack.prometheusUrl
+            ? [`  Prometheus:    ${stack.prometheusUrl}  (alerts: ${stack.prometheusUrl}/alerts)`]
+            : []),
           'Ctrl-C stops everything.',
         ].join('\n'),
       )

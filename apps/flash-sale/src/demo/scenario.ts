@@ -105,9 +105,9 @@ export function phasePlans(profile: DemoProfile): PhasePlan[] {
             }
           : {
               ...STORY,
-              label: '100 units, 15 s',
-              stages: ramp([3, 60], [10, 200], [2, 0]),
-              schedule: faults(2, 3, 3_000, 3_000),
+              label: '100 units, 12 s',
+              stages: ramp([2, 60], [8, 200], [2, 0]),
+              schedule: faults(1, 2.5, 2_500, 2_500),
               users: 20_000,
             }
       return [
@@ -115,10 +115,10 @@ export function phasePlans(profile: DemoProfile): PhasePlan[] {
         {
           ...BULK,
           id: 'sale-5000',
-          label: '5,000 units, 20 s',
+          label: '5,000 units, 16 s',
           stock: 5_000,
-          stages: ramp([3, 100], [14, 300], [3, 0]),
-          schedule: faults(3, 4, 3_000, 3_000),
+          stages: ramp([2, 100], [12, 300], [2, 0]),
+          schedule: faults(2, 3, 2_500, 2_500),
           users: 20_000,
         },
       ]

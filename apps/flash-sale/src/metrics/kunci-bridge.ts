@@ -19,6 +19,11 @@ export interface KunciBridgeOptions {
   registry: Registry
   /** Value of the `lock` label on every kunci_lock_* series. @defaultValue 'default' */
   lockName?: string
+  /**
+   * Lock nodes of the Redlock in this process: their per-node series are created at 0 from the
+   * start, so `rate()` and `increase()` alerts work before the first error. @defaultValue 0
+   */
+  nodes?: number
 }
 
 export interface KunciBridge {
@@ -127,6 +132,11 @@ export function bridgeKunciMetrics(options: KunciBridgeOptions): KunciBridge {
   acquired.inc({ lock }, 0)
   contention.inc({ lock }, 0)
   lost.inc({ lock }, 0)
+  for (const code of ['E_LOCK_NOT_ACQUIRED', 'E_LOCK_UNAVAILABLE']) failed.inc({ lock, code }, 0)
+  for (let node = 0; node < (options.nodes ?? 0); node++) {
+    for (const status of ['error', 'timeout']) nodeErrors.inc({ lock, node: String(node), status }, 0)
+    quarantined.inc({ lock, node: String(node) }, 0)
+  }
 
   const handlers: Record<string, (message: unknown) => void> = {
     'kunci:lock:acquired': (m) => {
@@ -176,8 +186,20 @@ export function bridgeKunciMetrics(options: KunciBridgeOptions): KunciBridge {
         cache.on('error', (e) => cacheMetrics.errors.inc({ cache: name, operation: e.operation })),
         cache.on('bus-drop', () => cacheMetrics.busDrops.inc({ cache: name })),
       ]
+      // Every label value the cache can report, at 0 from the first scrape (ratios and alerts
+      // over rate() need both sides to exist).
       cacheMetrics.misses.inc({ cache: name }, 0)
       cacheMetrics.busDrops.inc({ cache: name }, 0)
+      for (const tier of ['l1', 'l2']) cacheMetrics.hits.inc({ cache: name, tier }, 0)
+      for (const reason of ['refreshing', 'loader-failed', 'soft-timeout', 'unavailable']) {
+        cacheMetrics.stale.inc({ cache: name, reason }, 0)
+      }
+      for (const outcome of ['value', 'not-found', 'error'])
+        cacheMetrics.loads.inc({ cache: name, outcome }, 0)
+      for (const scope of ['process', 'fleet']) cacheMetrics.coalesced.inc({ cache: name, scope }, 0)
+      for (const operation of ['read', 'write', 'lease', 'loader', 'deserialize', 'bus', 'release']) {
+        cacheMetrics.errors.inc({ cache: name, operation }, 0)
+      }
       const stop = () => {
         for (const off of offs.splice(0)) off()
         cacheStops.delete(stop)

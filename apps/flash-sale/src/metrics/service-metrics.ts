@@ -7,7 +7,7 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
  */
 export function createServiceMetrics(registry: Registry) {
   const registers = [registry]
-  return {
+  const metrics = {
     /** Every checkout answer. outcome: reserved, confirmed, pending, sold_out, already_purchased,
      * sale_not_started, sale_ended, busy, unavailable, invalid, unknown_product, idempotency_mismatch. */
     checkouts: new Counter({
@@ -82,6 +82,18 @@ export function createServiceMetrics(registry: Registry) {
       labelNames: ['product_id'] as const,
       registers,
     }),
+  }
+  for (const reason of ['inflight', 'eventLoopDelay']) metrics.shed.inc({ reason }, 0)
+  return metrics
+}
+
+/** Creates the series a sale's alerts read at 0, so rate() works before the first event. */
+export function initSaleSeries(metrics: ServiceMetrics, productId: string): void {
+  const product_id = productId
+  metrics.ordersPersisted.inc({ product_id }, 0)
+  metrics.deadLetters.inc({ product_id }, 0)
+  for (const reason of ['stale_round', 'sold_out_in_sql', 'duplicate_unit']) {
+    metrics.ordersFailed.inc({ product_id, reason }, 0)
   }
 }
 

@@ -1,5 +1,5 @@
 import type { Db } from '../db/database.js'
-import type { ServiceMetrics } from '../metrics/service-metrics.js'
+import { initSaleSeries, type ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
 import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { saleCounts } from '../sale/sale-admin.js'
@@ -35,6 +35,7 @@ export async function updateSaleGauges(
   group: string = WORKER_GROUP,
 ): Promise<void> {
   for (const productId of await store.saleIds()) {
+    initSaleSeries(metrics, productId)
     const backlog = await groupBacklog(redis, productId, group)
     metrics.streamPending.set({ product_id: productId }, backlog.pending)
     metrics.streamLag.set({ product_id: productId }, backlog.lag)

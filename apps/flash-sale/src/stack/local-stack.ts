@@ -1,10 +1,14 @@
 import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { findFreePort, type NodeSet, type RedisCluster, startCluster, startNodes } from '@kunci/topology'
 import type { Durability, Strategy } from '../config.js'
 import { connectDb } from '../db/database.js'
 import { type EmbeddedSql, startEmbeddedSql } from '../db/embedded.js'
 import { migrate } from '../db/migrate.js'
+import { type Observability, startObservability } from '../observe/local-observability.js'
 import { aclUserArgs } from '../redis/acl.js'
 import { StackProcess } from './child.js'
 
@@ -31,6 +35,8 @@ export interface StackOptions {
   echo?: boolean
   /** Start the worker process. @defaultValue true */
   worker?: boolean
+  /** Also start Prometheus (with the alert rules of deploy/) and a redis_exporter per node. @defaultValue false */
+  observe?: boolean
 }
 
 export interface LocalStack {
@@ -44,6 +50,9 @@ export interface LocalStack {
   readonly worker: StackProcess
   readonly metricsUrl: string | undefined
   readonly workerMetricsUrl: string
+  /** With `observe`: the Prometheus UI/API and the exporters' /metrics. */
+  readonly prometheusUrl: string | undefined
+  readonly exporterUrls: string[]
   /** PUT /admin/sales/:product_id. */
   putSale(sale: NonNullable<StackOptions['sale']>): Promise<unknown>
   stop(): Promise<void>
@@ -153,6 +162,32 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
       return body
     }
     if (options.sale) await putSale(options.sale)
+    let observability: Observability | undefined
+    if (options.observe) {
+      const dir = mkdtempSync(join(tmpdir(), 'flash-sale-observe-'))
+      cleanups.push(async () => rmSync(dir, { recursive: true, force: true }))
+      const metricsTarget = metricsPort === undefined ? `127.0.0.1:${port}` : `127.0.0.1:${metricsPort}`
+      // The exporters log in as the operator (default user): they need INFO, CONFIG GET, CLUSTER INFO.
+      const redis = [
+        ...cluster.nodes.map((n) => ({
+          addr: `${n.host}:${n.serverPort}`,
+          password: adminPassword,
+          job: 'redis-cluster',
+        })),
+        ...(lockNodes?.nodes ?? []).map((n) => ({
+          addr: `${n.host}:${n.serverPort}`,
+          password: adminPassword,
+          job: 'redis-redlock',
+        })),
+      ]
+      observability = await startObservability({
+        dir,
+        serviceTargets: [metricsTarget],
+        workerTargets: [`127.0.0.1:${workerPort}`],
+        redis,
+      })
+      cleanups.push(() => observability!.stop())
+    }
     let stopped: Promise<void> | undefined
     return {
       url,
@@ -165,6 +200,8 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
       worker,
       metricsUrl: metricsPort === undefined ? `${url}/metrics` : `http://127.0.0.1:${metricsPort}/metrics`,
       workerMetricsUrl: `http://127.0.0.1:${workerPort}/metrics`,
+      prometheusUrl: observability?.prometheusUrl,
+      exporterUrls: observability?.exporterUrls ?? [],
       putSale,
       stop: () => (stopped ??= cleanup()),
     }
