@@ -61,6 +61,8 @@ export class NodeLink {
   #flushScheduled = false
   #flushAfterVerify = false
   #closed = false
+  /** Scripts sent with SCRIPT LOAD on the current connection (see #preload). */
+  #loaded = new Set<string>()
 
   constructor(index: number, client: RedisClient, opts: NodeLinkOptions) {
     this.index = index
@@ -130,6 +132,8 @@ export class NodeLink {
 
   #onClose = (): void => {
     this.#incarnation++
+    // The next connection may reach a restarted node, whose script cache is empty.
+    this.#loaded.clear()
     if (!this.isCluster) this.#verified = false
   }
 
@@ -322,6 +326,7 @@ export class NodeLink {
     }
     const width = script.replyWidth
     const decode = batch.length === 1 ? script.decodeLone : undefined
+    this.#preload(script)
     runScriptTo(
       this.client,
       script,
@@ -356,6 +361,22 @@ export class NodeLink {
         for (const p of batch) p.reject(err)
       },
     )
+  }
+
+  /**
+   * Sends SCRIPT LOAD ahead of a script's first EVALSHA on this connection. Without it the first
+   * use answers NOSCRIPT and is re-sent as EVAL a round trip later, after calls made behind it
+   * whose scripts were cached: a release could then run on a node before the hand-over it
+   * follows, and that node would keep the released lock for its whole TTL. Commands on one
+   * connection run in order, so the load needs no round trip of its own. Not on a Cluster
+   * client (it would send SCRIPT LOAD to one node, not the key's): there a first use still
+   * falls back to EVAL. A SCRIPT FLUSH on a live connection is not seen either.
+   */
+  #preload(script: LuaScript): void {
+    if (this.isCluster || this.#loaded.has(script.sha)) return
+    this.#loaded.add(script.sha)
+    // A failed load only costs the EVAL fallback.
+    ;(this.client as import('ioredis').Redis).script('LOAD', script.source).catch(() => {})
   }
 }
 

@@ -100,9 +100,8 @@ describe('acquire and release', () => {
     const lock = await second
     expect(lock.fence).toBeGreaterThan(first.fence)
     // The hand-over resolves once a majority ran it: those nodes hold the new token at once. A
-    // straggler may still hold first's token (under load its answer, or its EVAL after a
-    // NOSCRIPT for the hand-over script's first use, comes later); it runs the same hand-over
-    // and converges, never keeping first's token.
+    // straggler may still hold first's token (under load its answer comes later); it runs the
+    // same hand-over and converges, never keeping first's token.
     expect((await valuesOf(lockKey(r))).filter((v) => v === lock.token).length).toBeGreaterThanOrEqual(3)
     await eventually(async () => expect(await valuesOf(lockKey(r))).toEqual(clients.map(() => lock.token)))
     await lock.release()
