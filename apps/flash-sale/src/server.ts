@@ -53,6 +53,8 @@ export async function serve(config: ServiceConfig, opts: ServeOptions = {}): Pro
         await runtime.close()
       } finally {
         clearTimeout(timer)
+        // The 'message' listener below keeps the IPC channel, and so the instance, alive.
+        if (cluster.isWorker) process.disconnect()
         resolve()
       }
     }
