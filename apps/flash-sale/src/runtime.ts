@@ -5,7 +5,7 @@ import type { ServiceConfig } from './config.js'
 import { connectDb, type Db } from './db/database.js'
 import { bridgeKunciMetrics } from './metrics/kunci-bridge.js'
 import { createServiceMetrics, type ServiceMetrics } from './metrics/service-metrics.js'
-import { connectLockNodes, connectSaleRedis, type RedisClient } from './redis/connect.js'
+import { connectLockNodes, connectSaleRedis, type RedisClient, whenReady } from './redis/connect.js'
 import { CACHE_PREFIX } from './redis/keys.js'
 import { withTimeout } from './runtime-timeout.js'
 import { Catalog } from './sale/catalog.js'
@@ -48,6 +48,7 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
     nodes: config.strategy === 'redlock' ? config.redlockNodes.length : 0,
   })
   const redis = connectSaleRedis(config, 'flash-sale-serve')
+  await whenReady(redis)
   const db = connectDb(config.databaseUrl, 20)
   const store = new SaleStore(redis)
   const cache = new Cache({ client: redis, prefix: CACHE_PREFIX, l1MaxEntries: 10_000 })

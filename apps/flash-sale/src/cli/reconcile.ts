@@ -1,6 +1,6 @@
 import { connectDb } from '../db/database.js'
 import { reconcile } from '../orders/reconcile.js'
-import { connectSaleRedis } from '../redis/connect.js'
+import { connectSaleRedis, whenReady } from '../redis/connect.js'
 import { SaleStore } from '../sale/sale-store.js'
 import type { Command } from './command.js'
 import { configFromArgs } from './env-flags.js'
@@ -23,6 +23,7 @@ export const reconcileCommand: Command = {
     const redis = connectSaleRedis(config, 'flash-sale-reconcile')
     const db = connectDb(config.databaseUrl, 2)
     try {
+      await whenReady(redis)
       const store = config.strategy === 'redlock' ? undefined : new SaleStore(redis)
       const report = await reconcile(db, redis, store)
       if (parsed.values.json) console.log(JSON.stringify(report, null, 2))

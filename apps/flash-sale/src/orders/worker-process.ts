@@ -5,7 +5,7 @@ import { Connection } from 'rabbitmq-client'
 import type { ServiceConfig } from '../config.js'
 import { connectDb, type Db } from '../db/database.js'
 import { createServiceMetrics, type ServiceMetrics } from '../metrics/service-metrics.js'
-import { connectSaleRedis, type RedisClient } from '../redis/connect.js'
+import { connectSaleRedis, type RedisClient, whenReady } from '../redis/connect.js'
 import { RELAY_GROUP, WORKER_GROUP } from '../redis/keys.js'
 import { withTimeout } from '../runtime-timeout.js'
 import { SaleStore } from '../sale/sale-store.js'
@@ -27,6 +27,7 @@ export async function runWorker(
   const metrics = createServiceMetrics(registry)
   const redis = connectSaleRedis(config, 'flash-sale-worker')
   const db = connectDb(config.databaseUrl, 10)
+  await whenReady(redis)
   const store = new SaleStore(redis)
   const onError = (err: unknown) => log(`[flash-sale worker] ${(err as Error).message ?? err}`)
   const consumer = `${hostname()}-${process.pid}`

@@ -87,3 +87,22 @@ export async function refreshSlots(client: RedisClient): Promise<void> {
   if (!(client as { isCluster?: boolean }).isCluster) return
   await new Promise<void>((resolve) => (client as Cluster).refreshSlotsCache(() => resolve()))
 }
+
+/**
+ * Resolves once the client is connected (for a Cluster: the slot map is loaded). Clients without
+ * an offline queue refuse commands before that, so processes wait here at start.
+ */
+export async function whenReady(client: RedisClient, timeoutMs = 20_000): Promise<void> {
+  if (client.status === 'ready') return
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      client.off('ready', onReady)
+      reject(new Error(`Redis not ready after ${timeoutMs} ms (status ${client.status})`))
+    }, timeoutMs)
+    const onReady = () => {
+      clearTimeout(timer)
+      resolve()
+    }
+    client.once('ready', onReady)
+  })
+}

@@ -1,7 +1,10 @@
+import { spawn } from 'node:child_process'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type FaultProxy, startProxy } from '@kunci/topology'
 import { keySlot } from 'kunci'
+import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { CLI_PATH } from '../../src/stack/child.js'
 import { type LocalStack, startStack } from '../../src/stack/local-stack.js'
 import { countBy, crowd, runCheckouts } from '../support/checkouts.js'
 import { violations, waitForSettled } from '../support/invariants.js'
@@ -68,6 +71,52 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
       pending: 0,
       failed: 0,
     })
+  })
+
+  it('flash-sale reconcile: no drift after the sale (exit 0); a payment deleted behind its back is drift (exit 1)', async () => {
+    const run = () =>
+      new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+        const child = spawn(process.execPath, [CLI_PATH, 'reconcile', '--json'], {
+          env: { ...process.env, ...stack.env },
+        })
+        let out = ''
+        child.stdout.on('data', (d: Buffer) => {
+          out += d.toString()
+        })
+        let err = ''
+        child.stderr.on('data', (d: Buffer) => {
+          err += d.toString()
+        })
+        child.on('exit', (code) => resolve({ code, out, err }))
+      })
+    const clean = await run()
+    expect(clean.code, clean.err + clean.out).toBe(0)
+    const sale = (
+      JSON.parse(clean.out) as { product_id: string; confirmed: number; problems: string[] }[]
+    ).find((s) => s.product_id === '9921')
+    expect(sale).toMatchObject({ confirmed: 100, problems: [] })
+    const sql = new pg.Client({ connectionString: stack.databaseUrl })
+    await sql.connect()
+    let drift: Awaited<ReturnType<typeof run>>
+    try {
+      const removed = await sql.query(
+        `DELETE FROM payments WHERE order_id = (SELECT order_id FROM orders WHERE product_id = '9921' LIMIT 1) RETURNING *`,
+      )
+      drift = await run()
+      // Put it back: the later tests check the wallets against the payments.
+      const p = removed.rows[0]
+      await sql.query(
+        'INSERT INTO payments (order_id, user_id, amount_cents, created_at) VALUES ($1, $2, $3, $4)',
+        [p.order_id, p.user_id, p.amount_cents, p.created_at],
+      )
+    } finally {
+      await sql.end()
+    }
+    expect(drift.code).toBe(1)
+    const problems = (JSON.parse(drift.out) as { product_id: string; problems: string[] }[]).find(
+      (s) => s.product_id === '9921',
+    )?.problems
+    expect(problems?.some((p) => p.includes('99 payments for 100 confirmed orders'))).toBe(true)
   })
 
   it('the same Idempotency-Key sent 20 times at once to both instances: one order, identical answers', async () => {

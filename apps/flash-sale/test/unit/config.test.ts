@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest'
+import { ConfigError, DEFAULT_CONFIG, loadConfig } from '../../src/config.js'
+
+const base = {
+  REDIS_CLUSTER_NODES: '10.0.0.1:6379,10.0.0.2:6379',
+  DATABASE_URL: 'postgres://app@db:5432/sale',
+  ADMIN_TOKEN: 'a-long-enough-admin-token',
+}
+
+describe('loadConfig', () => {
+  it('applies the documented defaults', () => {
+    const c = loadConfig(base)
+    expect(c).toMatchObject({
+      strategy: DEFAULT_CONFIG.strategy,
+      durability: 'replica',
+      port: 8080,
+      workerPort: 9464,
+      redis: {
+        cluster: [
+          { host: '10.0.0.1', port: 6379 },
+          { host: '10.0.0.2', port: 6379 },
+        ],
+      },
+      redlockNodes: [],
+    })
+  })
+
+  it('reports every problem at once, each naming its variable', () => {
+    let err: unknown
+    try {
+      loadConfig({
+        STRATEGY: 'fast',
+        PORT: '99999',
+        REDIS_CLUSTER_NODES: 'nohost',
+        ADMIN_TOKEN: 'short',
+        QUEUE_URL: 'http://x',
+      })
+    } catch (e) {
+      err = e
+    }
+    expect(err).toBeInstanceOf(ConfigError)
+    const problems = (err as ConfigError).problems.join('\n')
+    for (const name of [
+      'STRATEGY',
+      'PORT',
+      'REDIS_CLUSTER_NODES',
+      'DATABASE_URL',
+      'ADMIN_TOKEN',
+      'QUEUE_URL',
+    ]) {
+      expect(problems).toContain(name)
+    }
+    expect((err as ConfigError).code).toBe('E_CONFIG')
+  })
+
+  it('requires 3 or more lock nodes for the redlock strategy, and one Redis target', () => {
+    expect(() => loadConfig({ ...base, STRATEGY: 'redlock' })).toThrow(ConfigError)
+    expect(() => loadConfig({ ...base, STRATEGY: 'redlock', REDLOCK_NODES: 'a:1,b:2' })).toThrow(/at least 3/)
+    expect(
+      loadConfig({ ...base, STRATEGY: 'redlock', REDLOCK_NODES: 'a:1,b:2,c:3,d:4,e:5' }).redlockNodes,
+    ).toHaveLength(5)
+    expect(() => loadConfig({ ...base, REDIS_URL: 'redis://x:6379' })).toThrow(/both set/)
+  })
+
+  it('lets CLI flags override the environment', () => {
+    expect(loadConfig({ ...base, STRATEGY: 'naive' }, { STRATEGY: 'lua' }).strategy).toBe('lua')
+  })
+})
