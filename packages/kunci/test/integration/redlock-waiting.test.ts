@@ -40,8 +40,8 @@ describe('waking waiters', () => {
     // the woken waiter's attempt may take it first; docs/locks.md, "Not strict FIFO").
     const first = await holder.acquire(r, { ttlMs: 60_000 })
     const order: string[] = []
-    // Every attempt that finds the lock held, by attempt number: a waiter's second attempt is
-    // the re-check its subscription's first confirmation triggers (release-notifier.ts).
+    // Second attempts that found the lock held: a waiter's second attempt is the re-check its
+    // subscription's first confirmation triggers (release-notifier.ts).
     const rechecks: number[] = []
     const onContention = (m: unknown) => {
       const e = m as { resources: readonly string[]; attempt: number }
@@ -50,6 +50,20 @@ describe('waking waiters', () => {
     channel('kunci:lock:contention').subscribe(onContention)
     try {
       const waiters = ['A', 'B', 'C'].map((name) => ({ name, m: pod() }))
+      // New managers check each node (INFO) before their first vote goes out; on a loaded
+      // machine a check can time out and that node misses the first attempt, so its queue
+      // would lack the waiter. A lock that reached every node shows every link is checked.
+      for (const w of waiters) {
+        const scratch = await w.m.acquire(res(), { ttlMs: 10_000 })
+        await until(
+          async () =>
+            (await Promise.all(clients.map((c) => c.get(`kunci:{${scratch.resources[0]}}`)))).every(
+              (v) => v === scratch.token,
+            ),
+          `${w.name}'s first lock to reach every node`,
+        )
+        await scratch.release()
+      }
       const done: Promise<void>[] = []
       for (const [i, w] of waiters.entries()) {
         done.push(
