@@ -39,6 +39,13 @@ export interface ReserveInput {
   idempotencyKey: string | undefined
 }
 
+interface PendingReserve {
+  keys: string[]
+  args: string[]
+  resolve: (reply: ReserveReply) => void
+  reject: (err: unknown) => void
+}
+
 const CODES = new Set<string>([
   'RESERVED',
   'SOLD_OUT',
@@ -93,18 +100,70 @@ export class SaleStore {
   }
 
   /**
-   * One script call; with `replicas > 0` the WAIT rides in the same pipeline, so it reaches the
-   * very node that ran the script (WAIT has no key; the pipeline is routed by the script's slot).
-   * A replayed answer is waited for too: a repeat must not look more durable than the original.
+   * One script call per checkout; with `replicas > 0`, a group commit: the reservations of one
+   * sale that arrive in the same event-loop turn go out as one pipeline, script after script, and
+   * one WAIT behind them (WAIT has no key, so it is routed with the scripts' slot, to the very node
+   * that ran them, and it covers every write before it on that connection). One write and one WAIT
+   * per turn instead of per checkout. A replayed answer is waited for too: a repeat must not look
+   * more durable than the original.
    */
-  async reserve(input: ReserveInput, replicas: number, waitTimeoutMs: number): Promise<ReserveReply> {
+  reserve(input: ReserveInput, replicas: number, waitTimeoutMs: number): Promise<ReserveReply> {
     const k = saleKeys(input.productId)
     const keys = [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders]
     const args = [input.userId, input.orderId, input.idempotencyKey ?? '']
-    if (replicas === 0) return toReserveReply(await SCRIPTS.reserve.run(this.client, keys, args), false)
+    if (replicas === 0)
+      return SCRIPTS.reserve.run(this.client, keys, args).then((r) => toReserveReply(r, false))
+    return new Promise((resolve, reject) => {
+      const batchKey = `${input.productId}|${replicas}|${waitTimeoutMs}`
+      let batch = this.#batches.get(batchKey)
+      if (batch === undefined) {
+        batch = []
+        this.#batches.set(batchKey, batch)
+        setImmediate(() => {
+          this.#batches.delete(batchKey)
+          void this.#flush(batch!, replicas, waitTimeoutMs)
+        })
+      }
+      batch.push({ keys, args, resolve, reject })
+    })
+  }
+
+  readonly #batches = new Map<string, PendingReserve[]>()
+
+  async #flush(batch: PendingReserve[], replicas: number, waitTimeoutMs: number): Promise<void> {
+    let results: [Error | null, unknown][] | null
+    try {
+      const pipeline = this.client.pipeline()
+      for (const item of batch) SCRIPTS.reserve.queue(pipeline, item.keys, item.args)
+      results = await pipeline.wait(replicas, waitTimeoutMs).exec()
+    } catch (err) {
+      for (const item of batch) item.reject(err)
+      return
+    }
+    const [waitErr, acked] = results?.[batch.length] ?? [new Error('no WAIT reply'), 0]
+    const replicated = !waitErr && Number(acked) >= replicas
+    for (const [i, item] of batch.entries()) {
+      const [scriptErr, reply] = results?.[i] ?? [new Error('empty pipeline result'), null]
+      if (scriptErr === null) {
+        try {
+          item.resolve(toReserveReply(reply, replicated))
+        } catch (err) {
+          item.reject(err)
+        }
+      } else if (isNoScript(scriptErr) || isRedirect(scriptErr)) {
+        // The script did not run (a promoted replica without the script, or the slot moved):
+        // this checkout goes again on its own, which is safe.
+        this.#reserveAlone(item, replicas, waitTimeoutMs).then(item.resolve, item.reject)
+      } else {
+        item.reject(scriptErr)
+      }
+    }
+  }
+
+  async #reserveAlone(item: PendingReserve, replicas: number, waitTimeoutMs: number): Promise<ReserveReply> {
     let useSource = false
     for (let attempt = 1; ; attempt++) {
-      const pipeline = SCRIPTS.reserve.queue(this.client.pipeline(), keys, args, useSource)
+      const pipeline = SCRIPTS.reserve.queue(this.client.pipeline(), item.keys, item.args, useSource)
       const results = await pipeline.wait(replicas, waitTimeoutMs).exec()
       const [scriptErr, reply] = results?.[0] ?? [new Error('empty pipeline result'), null]
       if (scriptErr) {
@@ -112,8 +171,7 @@ export class SaleStore {
           useSource = true
           continue
         }
-        // The slot moved (failover, resharding): the script did not run, so running it again on
-        // the new owner is safe. ioredis follows MOVED for single commands, not in pipelines.
+        // ioredis follows MOVED for single commands, not in pipelines that also hold a WAIT.
         if (attempt < 5 && isRedirect(scriptErr)) {
           await refreshSlots(this.client)
           await sleep(20 * attempt)
