@@ -83,11 +83,18 @@ export const demoCommand: Command = {
     const t0 = Date.now()
     const stamp = () => `[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`
     const controller = new AbortController()
+    // `on`, not `once`: @kunci/topology's reaper kills every redis-server and re-raises the signal
+    // when it is the only SIGINT listener left. A second Ctrl-C hands over to it: stop at once.
     const onSigint = () => {
-      console.log(`${stamp()} stopping: undoing the faults, stopping the stacks…`)
+      if (controller.signal.aborted) {
+        process.off('SIGINT', onSigint)
+        process.kill(process.pid, 'SIGINT')
+        return
+      }
+      console.log(`${stamp()} stopping: undoing the faults, stopping the stacks… (Ctrl-C again: at once)`)
       controller.abort()
     }
-    process.once('SIGINT', onSigint)
+    process.on('SIGINT', onSigint)
     console.log('kunci flash-sale demo: naive vs redlock vs lua, a ramped crowd, faults injected mid-run\n')
     try {
       const result = await runDemo(args.options, {

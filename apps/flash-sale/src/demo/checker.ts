@@ -18,7 +18,26 @@ export interface SaleLedger {
   walletMismatch: boolean
 }
 
+/**
+ * One snapshot (REPEATABLE READ): read while the worker still persists, separate statements
+ * would count payments committed after the orders were listed as double charges.
+ */
 export async function readLedger(db: Db, productId: string): Promise<SaleLedger> {
+  const client = await db.connect()
+  try {
+    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY')
+    const ledger = await readLedgerIn(client, productId)
+    await client.query('COMMIT')
+    return ledger
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {})
+    throw err
+  } finally {
+    client.release()
+  }
+}
+
+async function readLedgerIn(db: Pick<Db, 'query'>, productId: string): Promise<SaleLedger> {
   const sale = await db.query<{ round: number }>('SELECT round FROM sales WHERE product_id = $1', [productId])
   const round = sale.rows[0]?.round ?? 0
   const confirmed = await db.query<{ order_id: string; user_id: string }>(
