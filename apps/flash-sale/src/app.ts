@@ -18,7 +18,9 @@ export async function buildApp(deps: AppDeps, opts: { logger?: boolean } = {}): 
     logger: opts.logger ? { level: 'warn' } : false,
     // Ids in bodies are small; anything deeply nested is not ours.
     bodyLimit: 16_384,
-    return503OnClosing: true,
+    // Requests that reach an instance while it drains are served, not refused: readiness is
+    // already false, so the load balancer stops sending, and close() waits for them.
+    return503OnClosing: false,
     requestTimeout: 30_000,
   }) as unknown as App
   let draining = false

@@ -49,6 +49,12 @@ export interface ServiceConfig {
   maxDeliveries: number
   /** SIGTERM: longest time to finish in-flight work. @defaultValue 10000 */
   drainTimeoutMs: number
+  /**
+   * SIGTERM: keep serving this long with readiness already false, so load balancers stop sending
+   * before the listener closes (connections still in the accept queue would be reset). Kubernetes
+   * users can set it instead of a preStop sleep. @defaultValue 0
+   */
+  drainDelayMs: number
 }
 
 export const DEFAULT_CONFIG = Object.freeze({
@@ -64,6 +70,7 @@ export const DEFAULT_CONFIG = Object.freeze({
   claimIdleMs: 15_000,
   maxDeliveries: 5,
   drainTimeoutMs: 10_000,
+  drainDelayMs: 0,
   queueName: 'flash-sale.orders',
 } as const)
 
@@ -95,7 +102,8 @@ export function parseHostPorts(value: string): HostPort[] {
  * Reads the environment. `overrides` (from CLI flags) win over the environment.
  * Variables: STRATEGY, DURABILITY, WAIT_TIMEOUT_MS, REDIS_CLUSTER_NODES | REDIS_URL, REDLOCK_NODES,
  * REDIS_USERNAME, REDIS_PASSWORD, DATABASE_URL, QUEUE_URL, QUEUE_NAME, ADMIN_TOKEN, HOST, PORT, WORKER_PORT,
- * MAX_INFLIGHT, MAX_EVENT_LOOP_DELAY_MS, LOCK_WAIT_MS, CLAIM_IDLE_MS, MAX_DELIVERIES, DRAIN_TIMEOUT_MS.
+ * MAX_INFLIGHT, MAX_EVENT_LOOP_DELAY_MS, LOCK_WAIT_MS, CLAIM_IDLE_MS, MAX_DELIVERIES, DRAIN_TIMEOUT_MS,
+ * DRAIN_DELAY_MS.
  */
 export function loadConfig(env: Env = process.env, overrides: Env = {}): ServiceConfig {
   const get = (name: string) => {
@@ -187,6 +195,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Service
     claimIdleMs: int('CLAIM_IDLE_MS', DEFAULT_CONFIG.claimIdleMs, 100),
     maxDeliveries: int('MAX_DELIVERIES', DEFAULT_CONFIG.maxDeliveries, 1, 1000),
     drainTimeoutMs: int('DRAIN_TIMEOUT_MS', DEFAULT_CONFIG.drainTimeoutMs, 0, 600_000),
+    drainDelayMs: int('DRAIN_DELAY_MS', DEFAULT_CONFIG.drainDelayMs, 0, 600_000),
   }
   if (problems.length > 0) throw new ConfigError(problems)
   return config

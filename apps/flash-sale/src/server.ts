@@ -1,5 +1,6 @@
 import cluster from 'node:cluster'
 import { createServer } from 'node:http'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { AggregatorRegistry } from 'prom-client'
 import { buildApp } from './app.js'
 import type { ServiceConfig } from './config.js'
@@ -44,6 +45,7 @@ export async function serve(config: ServiceConfig, opts: ServeOptions = {}): Pro
       if (draining) return
       draining = true
       app.startDraining()
+      if (config.drainDelayMs > 0) await sleep(config.drainDelayMs)
       const timer = setTimeout(() => {
         log('[flash-sale] drain timeout: closing remaining connections')
         app.server.closeAllConnections()

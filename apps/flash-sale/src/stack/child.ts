@@ -24,6 +24,10 @@ export class StackProcess {
   get pid(): number | undefined {
     return this.#child?.pid
   }
+  /** The exit code of the last run (null while running or if it was killed by a signal). */
+  get exitCode(): number | null {
+    return this.#child?.exitCode ?? null
+  }
   get running(): boolean {
     return this.#child !== undefined && this.#child.exitCode === null && this.#child.signalCode === null
   }
