@@ -9,7 +9,7 @@ import { formatSummary } from '../demo/summary-table.js'
 import type { Command } from './command.js'
 
 const HELP = `usage: flash-sale demo [--profile quick|default|full] [--strategies naive,redlock,lua]
-                       [--database-url postgres://…] [--sql auto|postgres|embedded]
+                       [--database-url postgres://…] [--sql embedded|postgres|auto]
                        [--report-dir ${DEFAULT_DEMO_OPTIONS.reportDir}] [--instances ${DEFAULT_DEMO_OPTIONS.instances}] [--echo]
 
 Per strategy, a whole local stack (3+3 Redis Cluster, 5 lock nodes, SQL, ${DEFAULT_DEMO_OPTIONS.instances} service processes,
@@ -21,8 +21,9 @@ strategy and the verdict; writes <report-dir>/index.html.
 
   --profile        quick (seconds, for tests), default (about 2 minutes), full (the articles'
                    30s→100, 1m→500, 30s→0 ramp per strategy)
-  --sql            without --database-url: auto = a fresh database on the local PostgreSQL
-                   (postgres://postgres@127.0.0.1:5432) if it answers, else the embedded PGlite
+  --sql            without --database-url: embedded (default, PGlite), postgres (a fresh
+                   database per strategy on postgres://postgres@127.0.0.1:5432, dropped at the
+                   end), auto (postgres if it answers, else embedded)
 Exit 1 if lua or redlock broke an invariant (naive is expected to oversell).`
 
 export function parseDemoArgs(argv: string[]): { options: DemoOptions; help: boolean } {

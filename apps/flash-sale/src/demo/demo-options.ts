@@ -4,7 +4,11 @@ import { DemoOptionError } from './errors.js'
 
 export type DemoStrategy = 'naive' | 'redlock' | 'lua'
 export type DemoProfile = 'quick' | 'default' | 'full'
-/** Where the orders go: `auto` = a fresh database on the local PostgreSQL if it answers, else embedded. */
+/**
+ * Where the orders go without --database-url: `embedded` = PGlite (each stack its own);
+ * `postgres` = a fresh database per strategy on the local PostgreSQL; `auto` = that if it answers,
+ * else embedded.
+ */
 export type DemoSql = 'auto' | 'postgres' | 'embedded'
 
 export const DEMO_STRATEGIES: readonly DemoStrategy[] = Object.freeze(['naive', 'redlock', 'lua'])
@@ -17,7 +21,7 @@ export interface DemoOptions {
   strategies?: DemoStrategy[]
   /** PostgreSQL URL used as is (one database for every strategy; each sale is a new round). */
   databaseUrl?: string
-  /** Without databaseUrl: which SQL to start. @defaultValue 'auto' */
+  /** Without databaseUrl: which SQL to use. @defaultValue 'embedded' */
   sql?: DemoSql
   /** PostgreSQL server where `auto`/`postgres` create a fresh database. @defaultValue 'postgres://postgres@127.0.0.1:5432/postgres' */
   postgresAdminUrl?: string
@@ -35,7 +39,7 @@ export const DEFAULT_DEMO_OPTIONS = Object.freeze({
   profile: 'default',
   strategies: [...DEMO_STRATEGIES],
   databaseUrl: undefined,
-  sql: 'auto',
+  sql: 'embedded',
   postgresAdminUrl: 'postgres://postgres@127.0.0.1:5432/postgres',
   reportDir: 'report',
   instances: 2,

@@ -1,6 +1,7 @@
-// Where a strategy's orders go. The embedded PGlite breaks under heavy multi-process load (see
-// docs/flash-sale.md, "Known limitation"), so without --database-url the demo prefers a fresh
-// database on the local PostgreSQL and says which one it used.
+// Where a strategy's orders go: --database-url as given; else the embedded PGlite (the default:
+// nothing to install; since its session-level queue it holds the demo's multi-process load), or
+// a fresh database on the local PostgreSQL (`--sql postgres`, or `auto` when it answers). The
+// output and the report say which one was used.
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
 import type { ResolvedDemoOptions } from './demo-options.js'
@@ -53,15 +54,13 @@ export async function openSqlTarget(options: ResolvedDemoOptions, strategy: stri
     description: `embedded PGlite${why}`,
     drop: noop,
   })
-  if (options.sql === 'embedded') return embedded(' (--sql embedded)')
+  if (options.sql === 'embedded') return embedded('')
   try {
     return await freshDatabase(options.postgresAdminUrl, strategy)
   } catch (err) {
     if (options.sql === 'postgres')
       throw new DemoSqlUnavailableError(options.postgresAdminUrl, { cause: err })
     const host = new URL(options.postgresAdminUrl).host
-    return embedded(
-      ` (no PostgreSQL at ${host}; under heavy load PGlite may fail, see docs/flash-sale.md "Known limitation")`,
-    )
+    return embedded(` (--sql auto: no PostgreSQL at ${host})`)
   }
 }
