@@ -150,7 +150,7 @@ export const loadCommand = {
     }
     const controller = new AbortController()
     const onSigint = () => controller.abort()
-    process.once('SIGINT', onSigint)
+    process.on('SIGINT', onSigint)
     const tty = process.stderr.isTTY && !args.quiet
     let result: LoadResult
     try {

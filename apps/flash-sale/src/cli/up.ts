@@ -113,12 +113,26 @@ export const upCommand: Command = {
         ].join('\n'),
       )
     }
+    // Lasting listeners (not once): while one is registered, @kunci/topology's own signal handler
+    // leaves the graceful stop to us instead of killing every server at once.
+    let signals = 0
+    const onSignal = () => {
+      signals++
+      if (signals === 1) stopRequested()
+    }
+    let stopRequested = () => {}
     await new Promise<void>((resolve) => {
-      process.once('SIGINT', () => resolve())
-      process.once('SIGTERM', () => resolve())
+      stopRequested = resolve
+      process.on('SIGINT', onSignal)
+      process.on('SIGTERM', onSignal)
     })
     log('[up] stopping…')
-    await stack.stop()
+    try {
+      await stack.stop()
+    } finally {
+      process.off('SIGINT', onSignal)
+      process.off('SIGTERM', onSignal)
+    }
     return 0
   },
 }
