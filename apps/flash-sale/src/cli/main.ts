@@ -27,6 +27,13 @@ function usage(): string {
   ].join('\n')
 }
 
+// Started by a local stack (`up`, the demo, tests): when that process goes away, even by SIGKILL,
+// its IPC channel closes and this process drains and stops instead of lingering.
+if (process.env.FLASH_SALE_EXIT_WITH_PARENT === '1' && process.channel) {
+  process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'))
+  process.channel.unref()
+}
+
 const [name, ...rest] = process.argv.slice(2)
 const command = COMMANDS.find((c) => c.name === name)
 if (!command) {

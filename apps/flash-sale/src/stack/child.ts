@@ -34,8 +34,9 @@ export class StackProcess {
 
   start(): void {
     const child = spawn(process.execPath, [CLI_PATH, ...this.args], {
-      env: { ...process.env, ...this.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...this.env, FLASH_SALE_EXIT_WITH_PARENT: '1' },
+      // The IPC channel tells the child when this process is gone, even by SIGKILL (see main.ts).
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     })
     this.#child = child
     this.#exited = new Promise((resolve) => child.once('exit', () => resolve()))
