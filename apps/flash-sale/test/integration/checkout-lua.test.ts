@@ -1,54 +1,33 @@
 import { spawn } from 'node:child_process'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { type FaultProxy, startProxy } from '@kunci/topology'
 import { keySlot } from 'kunci'
 import pg from 'pg'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { CLI_PATH } from '../../src/stack/child.js'
-import { type LocalStack, startStack } from '../../src/stack/local-stack.js'
 import { countBy, crowd, runCheckouts } from '../support/checkouts.js'
 import { violations, waitForSettled } from '../support/invariants.js'
-import { createTestDatabase } from '../support/pg.js'
+import { useStack } from '../support/stack-fixture.js'
 
 // The default strategy end to end: 2 service processes, a worker process, a 3+3 Redis Cluster and
 // PostgreSQL (through a fault proxy, so the SQL-down test can cut it), all real.
 describe('lua strategy: no oversell, no lost order, no double charge', () => {
-  let stack: LocalStack
-  let db: Awaited<ReturnType<typeof createTestDatabase>>
-  let sqlProxy: FaultProxy
-
-  beforeAll(async () => {
-    db = await createTestDatabase('fs_lua')
-    sqlProxy = await startProxy({ host: '127.0.0.1', port: 5432 })
-    stack = await startStack({
-      strategy: 'lua',
-      instances: 2,
-      port: 0,
-      lockNodes: false,
-      databaseUrl: db.url.replace(':5432/', `:${sqlProxy.port}/`),
-      // A killed worker's events are claimed after 2 s instead of 15 s.
-      env: { CLAIM_IDLE_MS: '2000', MAX_EVENT_LOOP_DELAY_MS: '2000' },
-      echo: process.env.FS_ECHO === '1',
-    })
-  }, 120_000)
-
-  afterAll(async () => {
-    await stack?.stop()
-    await sqlProxy?.close()
-    await db?.drop()
-  }, 60_000)
+  // A killed worker's events are claimed after 2 s instead of 15 s.
+  const fx = useStack(
+    { strategy: 'lua', instances: 2, lockNodes: false, env: { CLAIM_IDLE_MS: '2000' } },
+    { db: 'fs_lua', sqlProxy: true },
+  )
 
   it('5,000 concurrent checkouts from 3,000 users for 100 units: exactly 100 × 200, the rest 409', async () => {
-    await stack.putSale({ productId: '9921', stock: 100 })
+    await fx.stack.putSale({ productId: '9921', stock: 100 })
     const outcomes = await runCheckouts({
-      url: stack.url,
+      url: fx.stack.url,
       productId: 9921,
       calls: crowd(5_000, 3_000),
       concurrency: 128,
     })
     const codes = countBy(outcomes, (o) => o.status)
     expect(codes).toEqual({ 200: 100, 409: 4_900 })
-    const facts = await waitForSettled(stack.databaseUrl, '9921', 100)
+    const facts = await waitForSettled(fx.stack.databaseUrl, '9921', 100)
     expect(facts.confirmed).toHaveLength(100)
     expect(violations(outcomes, facts, 100)).toEqual([])
     // Every 409 is a real refusal: sold out, or a repeat of a user who bought (with the order id).
@@ -60,8 +39,8 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
       expect(buyers.has(o.userId)).toBe(true)
       expect(o.body.error?.order_id).toMatch(/^9921\./)
     }
-    const admin = await fetch(`${stack.url}/admin/sales/9921`, {
-      headers: { authorization: `Bearer ${stack.adminToken}` },
+    const admin = await fetch(`${fx.stack.url}/admin/sales/9921`, {
+      headers: { authorization: `Bearer ${fx.stack.adminToken}` },
     }).then((r) => r.json())
     expect(admin).toMatchObject({
       stock_total: 100,
@@ -77,7 +56,7 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
     const run = () =>
       new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
         const child = spawn(process.execPath, [CLI_PATH, 'reconcile', '--json'], {
-          env: { ...process.env, ...stack.env },
+          env: { ...process.env, ...fx.stack.env },
         })
         let out = ''
         child.stdout.on('data', (d: Buffer) => {
@@ -95,7 +74,7 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
       JSON.parse(clean.out) as { product_id: string; confirmed: number; problems: string[] }[]
     ).find((s) => s.product_id === '9921')
     expect(sale).toMatchObject({ confirmed: 100, problems: [] })
-    const sql = new pg.Client({ connectionString: stack.databaseUrl })
+    const sql = new pg.Client({ connectionString: fx.stack.databaseUrl })
     await sql.connect()
     let drift: Awaited<ReturnType<typeof run>>
     try {
@@ -120,16 +99,16 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
   })
 
   it('the same Idempotency-Key sent 20 times at once to both instances: one order, identical answers', async () => {
-    await stack.putSale({ productId: '9922', stock: 10 })
+    await fx.stack.putSale({ productId: '9922', stock: 10 })
     const calls = Array.from({ length: 20 }, () => ({ userId: 555, idempotencyKey: 'key-4711-9922' }))
-    const outcomes = await runCheckouts({ url: stack.url, productId: 9922, calls, concurrency: 20 })
+    const outcomes = await runCheckouts({ url: fx.stack.url, productId: 9922, calls, concurrency: 20 })
     expect(new Set(outcomes.map((o) => o.status))).toEqual(new Set([200]))
     expect(new Set(outcomes.map((o) => JSON.stringify(o.body))).size).toBe(1)
-    const facts = await waitForSettled(stack.databaseUrl, '9922', 1)
+    const facts = await waitForSettled(fx.stack.databaseUrl, '9922', 1)
     expect(facts.confirmed).toEqual([{ order_id: outcomes[0]!.body.order_id, user_id: '555' }])
     // Another user reusing the key is refused, not handed someone else's order.
     const [other] = await runCheckouts({
-      url: stack.url,
+      url: fx.stack.url,
       productId: 9922,
       calls: [{ userId: 556, idempotencyKey: 'key-4711-9922' }],
     })
@@ -138,29 +117,29 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
   })
 
   it('a worker killed with kill -9 mid-stream: its events are claimed, persisted = reserved, no duplicate', async () => {
-    await stack.putSale({ productId: '9923', stock: 300 })
+    await fx.stack.putSale({ productId: '9923', stock: 300 })
     const load = runCheckouts({
-      url: stack.url,
+      url: fx.stack.url,
       productId: 9923,
       calls: crowd(600, 400, 10_000),
       concurrency: 32,
     })
     await sleep(150)
-    await stack.worker.kill()
+    await fx.stack.worker.kill()
     const outcomes = await load
     expect(countBy(outcomes, (o) => o.status)[200]).toBe(300)
-    stack.worker.start()
-    const facts = await waitForSettled(stack.databaseUrl, '9923', 300, 90_000)
+    fx.stack.worker.start()
+    const facts = await waitForSettled(fx.stack.databaseUrl, '9923', 300, 90_000)
     expect(facts.confirmed).toHaveLength(300)
     expect(violations(outcomes, facts, 300)).toEqual([])
   })
 
   it('SQL down: checkouts still answer from Redis, orders wait in the stream, nothing is lost once SQL is back', async () => {
-    await stack.putSale({ productId: '9924', stock: 50 })
-    sqlProxy.refuse(true)
-    sqlProxy.dropConnections()
+    await fx.stack.putSale({ productId: '9924', stock: 50 })
+    fx.sqlProxy.refuse(true)
+    fx.sqlProxy.dropConnections()
     const outcomes = await runCheckouts({
-      url: stack.url,
+      url: fx.stack.url,
       productId: 9924,
       calls: crowd(200, 150, 20_000),
       concurrency: 16,
@@ -168,12 +147,12 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
     expect(countBy(outcomes, (o) => o.status)[200]).toBe(50)
     await sleep(1_000)
     const during = await fetch(
-      `${stack.url}/v1/orders/${outcomes.find((o) => o.status === 200)!.body.order_id}`,
+      `${fx.stack.url}/v1/orders/${outcomes.find((o) => o.status === 200)!.body.order_id}`,
     )
     expect(during.status).toBe(200)
     expect(((await during.json()) as { status: string }).status).toBe('reserved')
-    sqlProxy.refuse(false)
-    const facts = await waitForSettled(stack.databaseUrl, '9924', 50, 90_000)
+    fx.sqlProxy.refuse(false)
+    const facts = await waitForSettled(fx.stack.databaseUrl, '9924', 50, 90_000)
     expect(facts.confirmed).toHaveLength(50)
     expect(violations(outcomes, facts, 50)).toEqual([])
   })
@@ -181,16 +160,16 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
   it('kill -9 of the master that holds the sale during load: 0 oversold, every 200 persisted', {
     timeout: 150_000,
   }, async () => {
-    await stack.putSale({ productId: '9925', stock: 200 })
-    const master = await stack.cluster.slotOwner(keySlot('{sale:9925}:stock'))
+    await fx.stack.putSale({ productId: '9925', stock: 200 })
+    const master = await fx.stack.cluster.slotOwner(keySlot('{sale:9925}:stock'))
     const load = runCheckouts({
-      url: stack.url,
+      url: fx.stack.url,
       productId: 9925,
       calls: crowd(1_500, 1_000, 30_000),
       concurrency: 32,
     })
     await sleep(200)
-    await stack.cluster.failover(master)
+    await fx.stack.cluster.failover(master)
     const outcomes = await load
     const codes = countBy(outcomes, (o) => o.status)
     const sold = (codes[200] ?? 0) + (codes[202] ?? 0)
@@ -198,7 +177,7 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
     expect(Object.keys(codes).filter((c) => !['200', '202', '409', '503'].includes(c))).toEqual([])
     expect(sold).toBeLessThanOrEqual(200)
     expect(sold).toBeGreaterThan(0)
-    const facts = await waitForSettled(stack.databaseUrl, '9925', codes[200] ?? 0, 60_000)
+    const facts = await waitForSettled(fx.stack.databaseUrl, '9925', codes[200] ?? 0, 60_000)
     expect(violations(outcomes, facts, 200)).toEqual([])
   })
 })

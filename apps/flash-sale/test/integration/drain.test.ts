@@ -1,34 +1,23 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Cluster } from 'ioredis'
 import { request } from 'undici'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type LocalStack, startStack } from '../../src/stack/local-stack.js'
+import { describe, expect, it } from 'vitest'
 import { waitForSettled } from '../support/invariants.js'
-import { createTestDatabase } from '../support/pg.js'
+import { useStack } from '../support/stack-fixture.js'
 
 // SIGTERM is how Kubernetes stops a pod: the service must finish what it accepted, the worker must
 // acknowledge what it read.
 describe('SIGTERM drains', () => {
-  let stack: LocalStack
-  let db: Awaited<ReturnType<typeof createTestDatabase>>
-
-  beforeAll(async () => {
-    db = await createTestDatabase('fs_drain')
-    stack = await startStack({
+  const fx = useStack(
+    {
       strategy: 'lua',
       instances: 1,
-      port: 0,
       lockNodes: false,
-      databaseUrl: db.url,
-      env: { MAX_EVENT_LOOP_DELAY_MS: '2000', DRAIN_TIMEOUT_MS: '10000', DRAIN_DELAY_MS: '1500' },
+      env: { DRAIN_TIMEOUT_MS: '10000', DRAIN_DELAY_MS: '1500' },
       sale: { productId: '9921', stock: 100_000 },
-    })
-  }, 120_000)
-
-  afterAll(async () => {
-    await stack?.stop()
-    await db?.drop()
-  }, 60_000)
+    },
+    { db: 'fs_drain' },
+  )
 
   it('the service: readiness turns false, every request it received is answered, then it exits 0', async () => {
     const errors: string[] = []
@@ -39,7 +28,7 @@ describe('SIGTERM drains', () => {
     let routed = true
     const probe = (async () => {
       while (!stop && routed) {
-        routed = await fetch(`${stack.url}/readyz`).then(
+        routed = await fetch(`${fx.stack.url}/readyz`).then(
           (r) => r.ok,
           () => false,
         )
@@ -49,7 +38,7 @@ describe('SIGTERM drains', () => {
     const lane = async () => {
       while (!stop && routed) {
         try {
-          const res = await request(`${stack.url}/v1/checkout`, {
+          const res = await request(`${fx.stack.url}/v1/checkout`, {
             method: 'POST',
             headers: { 'content-type': 'application/json', connection: 'close' },
             body: JSON.stringify({ product_id: 9921, user_id: ++user }),
@@ -66,14 +55,14 @@ describe('SIGTERM drains', () => {
     const lanes = Array.from({ length: 16 }, lane)
     const exited = new Promise<number | null>((resolve) => {
       const t = setInterval(() => {
-        if (!stack.service.running) {
+        if (!fx.stack.service.running) {
           clearInterval(t)
           resolve(0)
         }
       }, 20)
     })
     while (statuses.length < 300) await sleep(10)
-    stack.service.signal('SIGTERM')
+    fx.stack.service.signal('SIGTERM')
     await exited
     stop = true
     await Promise.all([...lanes, probe])
@@ -81,16 +70,16 @@ describe('SIGTERM drains', () => {
     // Every answer is a real one; nothing the server had accepted was cut off mid-request.
     expect(statuses.filter((s) => s !== 200)).toEqual([])
     expect(errors.filter((e) => e !== 'ECONNREFUSED')).toEqual([])
-    const code = stack.service.exitCode
+    const code = fx.stack.service.exitCode
     expect(code).toBe(0)
-    stack.service.start()
+    fx.stack.service.start()
   })
 
   it('the worker: events it had read are persisted and acknowledged before it exits', async () => {
     // The service restarted at the end of the previous test: wait until it is ready again.
     const deadline = Date.now() + 30_000
     while (
-      !(await fetch(`${stack.url}/readyz`).then(
+      !(await fetch(`${fx.stack.url}/readyz`).then(
         (r) => r.ok,
         () => false,
       ))
@@ -98,15 +87,15 @@ describe('SIGTERM drains', () => {
       if (Date.now() > deadline) throw new Error('the service did not come back')
       await sleep(100)
     }
-    await stack.putSale({ productId: '9922', stock: 2_000 })
+    await fx.stack.putSale({ productId: '9922', stock: 2_000 })
     {
       // Reserve 2,000 units quickly with the worker stopped, then let it start and SIGTERM it mid-way.
-      await stack.worker.stop()
+      await fx.stack.worker.stop()
       const calls = Array.from({ length: 2_000 }, (_, i) => i + 1)
       for (let i = 0; i < calls.length; i += 100) {
         await Promise.all(
           calls.slice(i, i + 100).map((u) =>
-            request(`${stack.url}/v1/checkout`, {
+            request(`${fx.stack.url}/v1/checkout`, {
               method: 'POST',
               headers: { 'content-type': 'application/json' },
               body: JSON.stringify({ product_id: 9922, user_id: u }),
@@ -114,17 +103,17 @@ describe('SIGTERM drains', () => {
           ),
         )
       }
-      stack.worker.start()
-      await waitForSettled(stack.databaseUrl, '9922', 200, 60_000)
-      const pid = stack.worker.pid
-      await stack.worker.stop() // SIGTERM, then waits for the exit
-      expect(stack.worker.exitCode).toBe(0)
+      fx.stack.worker.start()
+      await waitForSettled(fx.stack.databaseUrl, '9922', 200, 60_000)
+      const pid = fx.stack.worker.pid
+      await fx.stack.worker.stop() // SIGTERM, then waits for the exit
+      expect(fx.stack.worker.exitCode).toBe(0)
       // The stopped worker holds nothing: its consumer has no pending events left in the group.
       const cluster = new Cluster(
-        stack.env
+        fx.stack.env
           .REDIS_CLUSTER_NODES!.split(',')
           .map((hp) => ({ host: '127.0.0.1', port: Number(hp.split(':')[1]) })),
-        { redisOptions: { username: stack.env.REDIS_USERNAME, password: stack.env.REDIS_PASSWORD } },
+        { redisOptions: { username: fx.stack.env.REDIS_USERNAME, password: fx.stack.env.REDIS_PASSWORD } },
       )
       try {
         const summary = (await cluster.xpending('{sale:9922}:orders', 'order-workers')) as [
@@ -138,8 +127,8 @@ describe('SIGTERM drains', () => {
       } finally {
         cluster.disconnect()
       }
-      stack.worker.start()
-      const facts = await waitForSettled(stack.databaseUrl, '9922', 2_000, 90_000)
+      fx.stack.worker.start()
+      const facts = await waitForSettled(fx.stack.databaseUrl, '9922', 2_000, 90_000)
       expect(facts.confirmed).toHaveLength(2_000)
       expect(facts.payments).toBe(2_000)
     }

@@ -1,38 +1,22 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { metricNamesUsed, PROMETHEUS_SYNTHETIC, seriesNamesIn } from '../../../../deploy/src/metric-names.js'
-import { type LocalStack, startStack } from '../../src/stack/local-stack.js'
 import { crowd, runCheckouts } from '../support/checkouts.js'
-import { createTestDatabase } from '../support/pg.js'
+import { useStack } from '../support/stack-fixture.js'
 
 // `flash-sale up --observe`: Prometheus and the exporters scrape the real local stack, and every
 // metric the dashboard and the alerts read is really exported by it.
 describe('the local stack under observation', () => {
-  let stack: LocalStack
-  let db: Awaited<ReturnType<typeof createTestDatabase>>
-
-  beforeAll(async () => {
-    db = await createTestDatabase('fs_observe')
-    stack = await startStack({
-      strategy: 'redlock',
-      instances: 2,
-      port: 0,
-      databaseUrl: db.url,
-      observe: true,
-      sale: { productId: '9921', stock: 20 },
-    })
-  }, 120_000)
-
-  afterAll(async () => {
-    await stack?.stop()
-    await db?.drop()
-  }, 60_000)
+  const fx = useStack(
+    { strategy: 'redlock', instances: 2, observe: true, sale: { productId: '9921', stock: 20 } },
+    { db: 'fs_observe' },
+  )
 
   it('Prometheus scrapes every target of the stack (service, worker, 11 redis exporters): all up', async () => {
     const deadline = Date.now() + 60_000
     let targets: { labels: { job: string }; health: string }[] = []
     while (Date.now() < deadline) {
-      const body = (await fetch(`${stack.prometheusUrl}/api/v1/targets`).then((r) => r.json())) as {
+      const body = (await fetch(`${fx.stack.prometheusUrl}/api/v1/targets`).then((r) => r.json())) as {
         data: { activeTargets: typeof targets }
       }
       targets = body.data.activeTargets
@@ -48,11 +32,11 @@ describe('the local stack under observation', () => {
 
   it('every metric name used by the dashboard and the alert rules is on a live /metrics page', async () => {
     // Traffic first: contention on the product lock, sales, refusals, a catalog read.
-    await runCheckouts({ url: stack.url, productId: 9921, calls: crowd(200, 120), concurrency: 32 })
-    await fetch(`${stack.url}/v1/products/9921`)
+    await runCheckouts({ url: fx.stack.url, productId: 9921, calls: crowd(200, 120), concurrency: 32 })
+    await fetch(`${fx.stack.url}/v1/products/9921`)
     await sleep(3_000) // the worker's gauges refresh every 2 s
     const pages = await Promise.all(
-      [stack.metricsUrl!, stack.workerMetricsUrl, ...stack.exporterUrls].map((u) =>
+      [fx.stack.metricsUrl!, fx.stack.workerMetricsUrl, ...fx.stack.exporterUrls].map((u) =>
         fetch(u).then((r) => r.text()),
       ),
     )
