@@ -1,6 +1,7 @@
 import { connectDb } from '../db/database.js'
 import { reconcile } from '../orders/reconcile.js'
 import { connectSaleRedis, whenReady } from '../redis/connect.js'
+import { RELAY_GROUP, WORKER_GROUP } from '../redis/keys.js'
 import { SaleStore } from '../sale/sale-store.js'
 import type { Command } from './command.js'
 import { configFromArgs } from './env-flags.js'
@@ -25,7 +26,7 @@ export const reconcileCommand: Command = {
     try {
       await whenReady(redis)
       const store = config.strategy === 'redlock' ? undefined : new SaleStore(redis)
-      const report = await reconcile(db, redis, store)
+      const report = await reconcile(db, redis, store, config.queueUrl ? RELAY_GROUP : WORKER_GROUP)
       if (parsed.values.json) console.log(JSON.stringify(report, null, 2))
       else {
         for (const s of report) {

@@ -1,6 +1,6 @@
 import type { Db } from '../db/database.js'
 import type { RedisClient } from '../redis/connect.js'
-import { saleKeys } from '../redis/keys.js'
+import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { saleCounts } from '../sale/sale-admin.js'
 import type { SaleStore } from '../sale/sale-store.js'
 import { groupBacklog } from './sale-gauges.js'
@@ -27,7 +27,13 @@ export interface SaleReconciliation {
  * order, wallets charged exactly the payments, no user beyond the per-user limit, and (once the
  * queue is drained) every reservation settled in SQL.
  */
-export async function reconcile(db: Db, redis: RedisClient | undefined, store: SaleStore | undefined) {
+export async function reconcile(
+  db: Db,
+  redis: RedisClient | undefined,
+  store: SaleStore | undefined,
+  /** The group whose backlog counts as "in the queue": the relay's when orders go through RabbitMQ. */
+  group = WORKER_GROUP,
+) {
   const sales = await db.query<{ product_id: string; per_user_limit: number; sold: number }>(
     'SELECT product_id, per_user_limit, sold FROM sales ORDER BY product_id',
   )
@@ -37,7 +43,7 @@ export async function reconcile(db: Db, redis: RedisClient | undefined, store: S
     const remaining = store ? await store.remaining(p) : undefined
     const dead = redis ? await redis.xlen(saleKeys(p).dead) : 0
     const backlog = redis
-      ? await groupBacklog(redis, p).catch(() => ({ pending: 0, lag: 0 }))
+      ? await groupBacklog(redis, p, group).catch(() => ({ pending: 0, lag: 0 }))
       : { pending: 0, lag: 0 }
     const counts = (await saleCounts(db, p, remaining, dead))!
     const money = await db.query<{

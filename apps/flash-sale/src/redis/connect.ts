@@ -106,3 +106,8 @@ export async function whenReady(client: RedisClient, timeoutMs = 20_000): Promis
     client.once('ready', onReady)
   })
 }
+
+/** MOVED/ASK/TRYAGAIN/CLUSTERDOWN: the command was not executed; it may be sent again. */
+export function isRedirect(err: unknown): boolean {
+  return err instanceof Error && /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(err.message)
+}

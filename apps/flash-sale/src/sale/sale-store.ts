@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { type RedisClient, refreshSlots } from '../redis/connect.js'
+import { isRedirect, type RedisClient, refreshSlots } from '../redis/connect.js'
 import { SALES_REGISTRY_KEY, saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { isNoScript, SCRIPTS } from './scripts.js'
 
@@ -205,9 +205,4 @@ export class SaleStore {
   async saleIds(): Promise<string[]> {
     return (await this.client.smembers(SALES_REGISTRY_KEY)).sort()
   }
-}
-
-/** MOVED/ASK/TRYAGAIN/CLUSTERDOWN: the command was not executed; it may be sent again. */
-export function isRedirect(err: unknown): boolean {
-  return err instanceof Error && /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(err.message)
 }
