@@ -1,6 +1,5 @@
 import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
 import { Job } from 'kubernetes-models/batch/v1/Job'
-import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget'
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap'
 import { Service } from 'kubernetes-models/v1/Service'
 import { CLUSTER_BUS_PORT, type DeployConfig, EXPORTER_PORT, REDIS_PORT } from './config.js'
@@ -10,7 +9,9 @@ import {
   baseRedisConf,
   CONF_DIR,
   CONTAINER_SECURITY,
+  dataClaim,
   exporterSidecar,
+  onePodAtATime,
   REDIS_POD_SECURITY,
   redisProbes,
   redisVolumes,
@@ -149,22 +150,10 @@ export function clusterObjects(cfg: DeployConfig) {
           volumes: redisVolumes(`${CLUSTER_NAME}-conf`),
         },
       },
-      volumeClaimTemplates: [
-        {
-          metadata: { name: 'data', labels },
-          spec: {
-            accessModes: ['ReadWriteOnce'],
-            ...(cfg.storageClassName ? { storageClassName: cfg.storageClassName } : {}),
-            resources: { requests: { storage: cfg.cluster.storage } },
-          },
-        },
-      ],
+      volumeClaimTemplates: [dataClaim(cfg, labels, cfg.cluster.storage)],
     },
   })
-  const pdb = new PodDisruptionBudget({
-    metadata,
-    spec: { maxUnavailable: 1, selector: { matchLabels: labels } },
-  })
+  const pdb = onePodAtATime(metadata, labels)
   const jobLabels = { 'app.kubernetes.io/name': BOOTSTRAP_NAME, 'app.kubernetes.io/part-of': 'kunci' }
   const bootstrap = new Job({
     metadata: { name: BOOTSTRAP_NAME, namespace: cfg.namespace, labels: jobLabels },

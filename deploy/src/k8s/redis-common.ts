@@ -1,4 +1,7 @@
+import type { IObjectMeta } from '@kubernetes-models/apimachinery/apis/meta/v1/ObjectMeta'
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget'
 import type { IContainer } from 'kubernetes-models/v1/Container'
+import type { IPersistentVolumeClaim } from 'kubernetes-models/v1/PersistentVolumeClaim'
 import type { IPodSpec } from 'kubernetes-models/v1/PodSpec'
 import { APP_ACL_RULES } from '../../../apps/flash-sale/src/redis/acl.js'
 import { type DeployConfig, EXPORTER_PORT, REDIS_PORT, REDIS_USERS_SECRET, type Resources } from './config.js'
@@ -227,4 +230,25 @@ export function baseRedisConf(): string[] {
     'tcp-keepalive 60',
     `include ${ACL_DIR}/replication.conf`,
   ]
+}
+
+/** The data volume of a Redis StatefulSet pod: one ReadWriteOnce claim per pod for the AOF. */
+export function dataClaim(
+  cfg: DeployConfig,
+  labels: Record<string, string>,
+  storage: string,
+): Omit<IPersistentVolumeClaim, 'apiVersion' | 'kind'> {
+  return {
+    metadata: { name: 'data', labels },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      ...(cfg.storageClassName ? { storageClassName: cfg.storageClassName } : {}),
+      resources: { requests: { storage } },
+    },
+  }
+}
+
+/** At most one pod of the set down for voluntary disruptions (drains, upgrades). */
+export function onePodAtATime(metadata: IObjectMeta, labels: Record<string, string>): PodDisruptionBudget {
+  return new PodDisruptionBudget({ metadata, spec: { maxUnavailable: 1, selector: { matchLabels: labels } } })
 }

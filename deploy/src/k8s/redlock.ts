@@ -1,5 +1,4 @@
 import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
-import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget'
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap'
 import { Service } from 'kubernetes-models/v1/Service'
 import { type DeployConfig, EXPORTER_PORT, REDIS_PORT } from './config.js'
@@ -9,7 +8,9 @@ import {
   baseRedisConf,
   CONF_DIR,
   CONTAINER_SECURITY,
+  dataClaim,
   exporterSidecar,
+  onePodAtATime,
   REDIS_POD_SECURITY,
   redisProbes,
   redisVolumes,
@@ -106,21 +107,9 @@ export function redlockObjects(cfg: DeployConfig) {
           volumes: redisVolumes(`${REDLOCK_NAME}-conf`),
         },
       },
-      volumeClaimTemplates: [
-        {
-          metadata: { name: 'data', labels },
-          spec: {
-            accessModes: ['ReadWriteOnce'],
-            ...(cfg.storageClassName ? { storageClassName: cfg.storageClassName } : {}),
-            resources: { requests: { storage: cfg.redlock.storage } },
-          },
-        },
-      ],
+      volumeClaimTemplates: [dataClaim(cfg, labels, cfg.redlock.storage)],
     },
   })
-  const pdb = new PodDisruptionBudget({
-    metadata,
-    spec: { maxUnavailable: 1, selector: { matchLabels: labels } },
-  })
+  const pdb = onePodAtATime(metadata, labels)
   return [configMap, headless, statefulSet, pdb]
 }
