@@ -4,11 +4,15 @@
 //
 //   kunci-topology up --nodes 5 [--aof always] [--password x] [--no-proxy] [--json]
 //   kunci-topology cluster up [--masters 3] [--replicas 1] [--password x] [--aof everysec] [--json]
+// Both also take --admin (default user off, admin user kunci-admin with a generated password;
+// --admin-user/--admin-password choose them) and --tls (TLS only; prints the CA file to trust).
 import { parseArgs } from 'node:util'
+import type { TopologyTls } from './certificates.js'
 import { startCluster } from './cluster.js'
 import { TopologyError } from './errors.js'
 import type { RedisNode } from './node.js'
 import { resolveAof, startNodes } from './node-set.js'
+import type { AdminUserOptions } from './security.js'
 
 export interface Command {
   name: string
@@ -24,6 +28,55 @@ function describeNode(n: RedisNode) {
     serverPort: n.serverPort,
     pid: n.pid,
     dataDir: n.dataDir,
+  }
+}
+
+const SECURITY_OPTIONS = {
+  admin: { type: 'boolean', default: false },
+  'admin-user': { type: 'string' },
+  'admin-password': { type: 'string' },
+  tls: { type: 'boolean', default: false },
+} as const
+
+function securityOptions(values: {
+  admin?: boolean
+  'admin-user'?: string
+  'admin-password'?: string
+  tls?: boolean
+}): { adminUser?: AdminUserOptions; tls: boolean } {
+  const admin = values.admin || values['admin-user'] !== undefined || values['admin-password'] !== undefined
+  return {
+    ...(admin && {
+      adminUser: {
+        ...(values['admin-user'] !== undefined && { username: values['admin-user'] }),
+        ...(values['admin-password'] !== undefined && { password: values['admin-password'] }),
+      },
+    }),
+    tls: values.tls ?? false,
+  }
+}
+
+/** How to log in and what to trust, for the human and the --json output. */
+function describeAccess(t: {
+  username: string | undefined
+  password: string | undefined
+  tls: TopologyTls | undefined
+}) {
+  return {
+    username: t.username ?? null,
+    password: t.password ?? null,
+    tlsCaFile: t.tls?.caFile ?? null,
+    ...(t.tls?.authClients && {
+      tlsClientCertFile: t.tls.clientCertFile,
+      tlsClientKeyFile: t.tls.clientKeyFile,
+    }),
+  }
+}
+
+function printAccess(access: ReturnType<typeof describeAccess>): void {
+  if (access.username) console.log(`user ${access.username} (default user off), password ${access.password}`)
+  if (access.tlsCaFile) {
+    console.log(`TLS only: trust ${access.tlsCaFile}  (redis-cli --tls --cacert ${access.tlsCaFile})`)
   }
 }
 
@@ -57,6 +110,7 @@ export const upCommand: Command = {
         password: { type: 'string' },
         'no-proxy': { type: 'boolean', default: false },
         json: { type: 'boolean', default: false },
+        ...SECURITY_OPTIONS,
       },
     })
     const signal = untilSignal()
@@ -65,11 +119,14 @@ export const upCommand: Command = {
       aof: parseAof(values.aof, 'false'),
       ...(values.password !== undefined && { password: values.password }),
       proxy: !values['no-proxy'],
+      ...securityOptions(values),
     })
-    if (values.json) console.log(JSON.stringify({ nodes: set.nodes.map(describeNode) }))
+    const access = describeAccess(set)
+    if (values.json) console.log(JSON.stringify({ nodes: set.nodes.map(describeNode), ...access }))
     else {
       for (const n of set.nodes)
         console.log(`${n.name}  ${n.host}:${n.port}  (redis-server :${n.serverPort}, pid ${n.pid})`)
+      printAccess(access)
       console.log('Ctrl-C to stop and remove the data dirs.')
     }
     await signal
@@ -91,6 +148,7 @@ export const clusterCommand: Command = {
         aof: { type: 'string' },
         password: { type: 'string' },
         json: { type: 'boolean', default: false },
+        ...SECURITY_OPTIONS,
       },
     })
     if (positionals[0] !== 'up') throw new Error('usage: kunci-topology cluster up [options]')
@@ -100,20 +158,23 @@ export const clusterCommand: Command = {
       replicasPerMaster: positiveInt('replicas', values.replicas, 1),
       aof: parseAof(values.aof, 'everysec'),
       ...(values.password !== undefined && { password: values.password }),
+      ...securityOptions(values),
     })
+    const access = describeAccess(cluster)
     const masters = new Set((await cluster.masters()).map((n) => n.name))
     if (values.json) {
       const nodes = cluster.nodes.map((n) => ({
         ...describeNode(n),
         role: masters.has(n.name) ? 'master' : 'replica',
       }))
-      console.log(JSON.stringify({ startupNodes: cluster.startupNodes, nodes }))
+      console.log(JSON.stringify({ startupNodes: cluster.startupNodes, nodes, ...access }))
     } else {
       for (const n of cluster.nodes) {
         console.log(
           `${n.name}  ${n.host}:${n.port}  ${masters.has(n.name) ? 'master ' : 'replica'}  (pid ${n.pid})`,
         )
       }
+      printAccess(access)
       console.log('Ctrl-C to stop and remove the data dirs.')
     }
     await signal

@@ -1,5 +1,6 @@
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { type TopologyTls, tlsServerArgs } from './certificates.js'
 import {
   type ClusterViewEntry,
   isFailing,
@@ -10,17 +11,36 @@ import {
 } from './cluster-view.js'
 import { ClusterCommandError, InvalidOptionError, TopologyTimeoutError } from './errors.js'
 import { ManagedNode, type RedisNode, startOnFreePort } from './node.js'
-import { type AofMode, baseServerArgs, createTopologyDir, removeTopologyDir, resolveAof } from './node-set.js'
+import {
+  type AofMode,
+  baseServerArgs,
+  createTopologyDir,
+  removeTopologyDir,
+  resolveAof,
+  topologyTls,
+} from './node-set.js'
 import { findFreePort } from './ports.js'
 import { sendCommand, sendCommands } from './resp.js'
+import { type AdminUserOptions, resolveSecurity, type TlsOptions } from './security.js'
 
 export interface StartClusterOptions {
   /** @defaultValue 3 */
   masters?: number
   /** @defaultValue 1 */
   replicasPerMaster?: number
-  /** requirepass and masterauth on every node. @defaultValue undefined */
+  /** requirepass and masterauth on every node. Not with adminUser. @defaultValue undefined */
   password?: string
+  /**
+   * Switch the `default` user off and create this admin user (`true`: 'kunci-admin' with a
+   * generated password, see cluster.username/password); topology logs in as it, replicas as a
+   * PSYNC-only replication user (masteruser/masterauth). @defaultValue undefined
+   */
+  adminUser?: AdminUserOptions | boolean
+  /**
+   * TLS only for clients, the cluster bus and replication (`port 0`, `tls-port`, `tls-cluster yes`,
+   * `tls-replication yes`), certificates generated into the cluster's directory. @defaultValue false
+   */
+  tls?: TlsOptions | boolean
   /** @defaultValue 'everysec' */
   aof?: AofMode
   /** Where the data dirs go (a fresh sub-directory is created). @defaultValue os.tmpdir() */
@@ -35,6 +55,8 @@ export const DEFAULT_CLUSTER_OPTIONS = Object.freeze({
   masters: 3,
   replicasPerMaster: 1,
   password: undefined,
+  adminUser: undefined,
+  tls: false,
   aof: 'everysec',
   baseDir: undefined,
   nodeTimeoutMs: 1_000,
@@ -50,7 +72,12 @@ export interface MigrateSlotOptions {
 
 export interface RedisCluster extends AsyncDisposable {
   readonly nodes: RedisNode[]
+  /** The admin user with `adminUser`, undefined for the default user. */
+  readonly username: string | undefined
+  /** The admin user's password, or `password`. */
   readonly password: string | undefined
+  /** The certificates with `tls`: clients trust `tls.ca` (ioredis: `redisOptions: { tls: { ca } }`). */
+  readonly tls: TopologyTls | undefined
   readonly startupNodes: { host: string; port: number }[]
   /** Current masters not flagged failing, as a live node sees them. */
   masters(): Promise<RedisNode[]>
@@ -86,8 +113,13 @@ function resolveClusterOptions(input: StartClusterOptions) {
   if (!Number.isInteger(opts.nodeTimeoutMs) || opts.nodeTimeoutMs < 100) {
     throw new InvalidOptionError('nodeTimeoutMs', `expected an integer >= 100, got ${opts.nodeTimeoutMs}`)
   }
-  if (opts.password === '') throw new InvalidOptionError('password', 'must not be empty')
-  return { ...opts, aof: resolveAof(opts.aof) }
+  const security = resolveSecurity({
+    password: opts.password,
+    adminUser: opts.adminUser,
+    tls: opts.tls,
+    replication: true,
+  })
+  return { ...opts, aof: resolveAof(opts.aof), security }
 }
 
 /** Polls check() until it returns true; the last error it threw becomes the timeout's cause. */
@@ -115,7 +147,9 @@ class Cluster implements RedisCluster {
   constructor(
     nodes: ManagedNode[],
     dir: string,
+    readonly username: string | undefined,
     readonly password: string | undefined,
+    readonly tls: TopologyTls | undefined,
   ) {
     this.#nodes = nodes
     this.#dir = dir
@@ -139,7 +173,7 @@ class Cluster implements RedisCluster {
   }
 
   async #run(node: ManagedNode, args: (string | number)[]) {
-    return sendCommand({ host: node.host, port: node.serverPort, password: this.password }, args)
+    return sendCommand(node.adminAddress, args)
   }
 
   async #idOf(node: ManagedNode): Promise<string> {
@@ -273,7 +307,13 @@ class Cluster implements RedisCluster {
     // Importing first: once the source says MIGRATING it sends ASK, and the target must accept.
     await this.#run(target, ['CLUSTER', 'SETSLOT', slot, 'IMPORTING', sourceId])
     await this.#run(source, ['CLUSTER', 'SETSLOT', slot, 'MIGRATING', targetId])
-    const auth = this.password === undefined ? [] : ['AUTH', this.password]
+    // The source logs in to the target as topology does (over TLS when tls-cluster is on).
+    const auth =
+      this.password === undefined
+        ? []
+        : this.username === undefined
+          ? ['AUTH', this.password]
+          : ['AUTH2', this.username, this.password]
     for (;;) {
       const keys = (await this.#run(source, ['CLUSTER', 'GETKEYSINSLOT', slot, keysPerBatch])) as string[]
       if (keys.length === 0) break
@@ -288,9 +328,9 @@ class Cluster implements RedisCluster {
       const own = this.#own(master)
       if (own === source || own === target) continue
       // Best effort: a master that answers with an error or not at all learns it by gossip.
-      await sendCommands({ host: own.host, port: own.serverPort, password: this.password }, [
-        ['CLUSTER', 'SETSLOT', slot, 'NODE', targetId],
-      ]).catch(() => undefined)
+      await sendCommands(own.adminAddress, [['CLUSTER', 'SETSLOT', slot, 'NODE', targetId]]).catch(
+        () => undefined,
+      )
     }
     await waitUntil(
       `every live node to agree that ${target.name} owns slot ${slot}`,
@@ -349,7 +389,15 @@ class Cluster implements RedisCluster {
 /** Starts a Redis Cluster of `masters` masters with `replicasPerMaster` replicas each. */
 export async function startCluster(input: StartClusterOptions = {}): Promise<RedisCluster> {
   const opts = resolveClusterOptions(input)
+  const { security } = opts
   const dir = createTopologyDir(opts.baseDir, 'kunci-cluster-')
+  let tls: TopologyTls | undefined
+  try {
+    tls = await topologyTls(dir, security)
+  } catch (err) {
+    removeTopologyDir(dir)
+    throw err
+  }
   const total = opts.masters * (1 + opts.replicasPerMaster)
   const nodes: ManagedNode[] = []
   for (let i = 0; i < total; i++) {
@@ -369,20 +417,23 @@ export async function startCluster(input: StartClusterOptions = {}): Promise<Red
       '--repl-diskless-sync-delay',
       '0',
     ]
-    if (opts.password !== undefined) args.push('--masterauth', opts.password)
+    if (tls) args.push(...tlsServerArgs(tls, true))
     args.push(...opts.extraArgs)
     nodes.push(
       new ManagedNode({
         name: `node-${i}`,
         serverPort: await findFreePort({ withBusPort: true }),
         dataDir,
-        password: opts.password,
+        username: security.username,
+        password: security.password,
+        confLines: security.confLines,
+        tls,
         args,
         cleanupDir: dir,
       }),
     )
   }
-  const cluster = new Cluster(nodes, dir, opts.password)
+  const cluster = new Cluster(nodes, dir, security.username, security.password, tls)
   try {
     for (const node of nodes) await startOnFreePort(node, { withBusPort: true })
     await cluster.create(opts.masters, opts.replicasPerMaster)

@@ -1,3 +1,4 @@
+export type { TopologyTls } from './certificates.js'
 export type {
   ChaosContext,
   ChaosEvent,
@@ -38,3 +39,5 @@ export { DEFAULT_NODES_OPTIONS, startNodes } from './node-set.js'
 export { findFreePort } from './ports.js'
 export type { FaultProxy } from './proxy.js'
 export { startProxy } from './proxy.js'
+export type { AdminUserOptions, TlsOptions } from './security.js'
+export { DEFAULT_ADMIN_USERNAME } from './security.js'

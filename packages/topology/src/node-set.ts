@@ -1,11 +1,13 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { generateCertificates, type TopologyTls, tlsServerArgs } from './certificates.js'
 import { InvalidOptionError } from './errors.js'
 import { ManagedNode, type RedisNode, startOnFreePort } from './node.js'
 import { findFreePort } from './ports.js'
 import { startProxy } from './proxy.js'
 import { trackOwnedDir, untrackOwnedDir } from './reaper.js'
+import { type AdminUserOptions, type ResolvedSecurity, resolveSecurity, type TlsOptions } from './security.js'
 
 export type AofMode = 'always' | 'everysec' | 'no' | false
 
@@ -14,8 +16,19 @@ export interface StartNodesOptions {
   count: number
   /** appendfsync policy, or false for no AOF at all. @defaultValue false */
   aof?: AofMode
-  /** requirepass for the default user; clients must AUTH. @defaultValue undefined */
+  /** requirepass for the default user; clients must AUTH. Not with adminUser. @defaultValue undefined */
   password?: string
+  /**
+   * Switch the `default` user off and create this admin user (`true`: 'kunci-admin' with a
+   * generated password, see node.username/password); topology logs in as it, replicas as a
+   * PSYNC-only replication user. @defaultValue undefined (the default user, with `password` if set)
+   */
+  adminUser?: AdminUserOptions | boolean
+  /**
+   * TLS only: `port 0`, `tls-port`, certificates generated into the topology's directory (CA in
+   * `tls.caFile` / `tls.ca`). Clients must connect with TLS and trust that CA. @defaultValue false
+   */
+  tls?: TlsOptions | boolean
   /** Put a FaultProxy in front of every node. @defaultValue true */
   proxy?: boolean
   /** Where the data dirs go (a fresh sub-directory is created). @defaultValue os.tmpdir() */
@@ -27,13 +40,17 @@ export interface StartNodesOptions {
 export const DEFAULT_NODES_OPTIONS = Object.freeze({
   aof: false,
   password: undefined,
+  adminUser: undefined,
+  tls: false,
   proxy: true,
   baseDir: undefined,
   extraArgs: [] as string[],
 } satisfies Omit<StartNodesOptions, 'count'>)
 
-export type ResolvedNodesOptions = Required<Omit<StartNodesOptions, 'password' | 'baseDir'>> &
-  Pick<StartNodesOptions, 'password' | 'baseDir'>
+export type ResolvedNodesOptions = Required<
+  Omit<StartNodesOptions, 'password' | 'baseDir' | 'adminUser' | 'tls'>
+> &
+  Pick<StartNodesOptions, 'baseDir'> & { security: ResolvedSecurity }
 
 const AOF_MODES: readonly AofMode[] = ['always', 'everysec', 'no', false]
 
@@ -49,8 +66,20 @@ export function resolveNodesOptions(input: StartNodesOptions): ResolvedNodesOpti
   if (!Number.isInteger(opts.count) || opts.count < 1) {
     throw new InvalidOptionError('count', `expected an integer >= 1, got ${opts.count}`)
   }
-  if (opts.password === '') throw new InvalidOptionError('password', 'must not be empty')
-  return { ...opts, aof: resolveAof(opts.aof), extraArgs: [...opts.extraArgs] }
+  const security = resolveSecurity({
+    password: opts.password,
+    adminUser: opts.adminUser,
+    tls: opts.tls,
+    replication: false,
+  })
+  return {
+    count: opts.count,
+    proxy: opts.proxy,
+    baseDir: opts.baseDir,
+    aof: resolveAof(opts.aof),
+    extraArgs: [...opts.extraArgs],
+    security,
+  }
 }
 
 /** redis-server arguments shared by independent and cluster nodes. */
@@ -73,8 +102,19 @@ export function removeTopologyDir(dir: string): void {
   untrackOwnedDir(dir)
 }
 
+/** The certificates when the topology speaks TLS (generated into `<dir>/tls`). */
+export async function topologyTls(dir: string, security: ResolvedSecurity): Promise<TopologyTls | undefined> {
+  return security.tls && generateCertificates(join(dir, 'tls'), security.tls.authClients)
+}
+
 export interface NodeSet extends AsyncDisposable {
   readonly nodes: RedisNode[]
+  /** The admin user with `adminUser`, undefined for the default user. */
+  readonly username: string | undefined
+  /** The admin user's password, or `password`. */
+  readonly password: string | undefined
+  /** The certificates with `tls`: clients trust `tls.ca`. */
+  readonly tls: TopologyTls | undefined
   /** Stops every node and proxy and removes the data dirs. Safe to call twice. */
   stop(): Promise<void>
 }
@@ -82,7 +122,15 @@ export interface NodeSet extends AsyncDisposable {
 /** Starts `count` independent redis-server nodes, each behind a FaultProxy unless proxy: false. */
 export async function startNodes(input: StartNodesOptions): Promise<NodeSet> {
   const opts = resolveNodesOptions(input)
+  const { security } = opts
   const dir = createTopologyDir(opts.baseDir, 'kunci-nodes-')
+  let tls: TopologyTls | undefined
+  try {
+    tls = await topologyTls(dir, security)
+  } catch (err) {
+    removeTopologyDir(dir)
+    throw err
+  }
   const nodes: ManagedNode[] = []
   for (let i = 0; i < opts.count; i++) {
     nodes.push(
@@ -90,8 +138,11 @@ export async function startNodes(input: StartNodesOptions): Promise<NodeSet> {
         name: `node-${i}`,
         serverPort: await findFreePort(),
         dataDir: join(dir, `node-${i}`),
-        password: opts.password,
-        args: [...baseServerArgs(opts.aof), ...opts.extraArgs],
+        username: security.username,
+        password: security.password,
+        confLines: security.confLines,
+        tls,
+        args: [...baseServerArgs(opts.aof), ...(tls ? tlsServerArgs(tls, false) : []), ...opts.extraArgs],
         cleanupDir: dir,
       }),
     )
@@ -113,5 +164,12 @@ export async function startNodes(input: StartNodesOptions): Promise<NodeSet> {
     await stop()
     throw err
   }
-  return { nodes, stop, [Symbol.asyncDispose]: stop }
+  return {
+    nodes,
+    username: security.username,
+    password: security.password,
+    tls,
+    stop,
+    [Symbol.asyncDispose]: stop,
+  }
 }

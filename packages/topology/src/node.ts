@@ -1,13 +1,14 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import type { TopologyTls } from './certificates.js'
 import { NodeStartError, TopologyTimeoutError } from './errors.js'
 import { type FindPortOptions, findFreePort } from './ports.js'
 import type { FaultProxy } from './proxy.js'
 import { trackServer, untrackServer } from './reaper.js'
-import { ping } from './resp.js'
+import { type NodeAddress, ping } from './resp.js'
 
 /** One redis-server process that can be killed, stopped, restarted and paused. */
 export interface RedisNode {
@@ -19,7 +20,11 @@ export interface RedisNode {
   readonly port: number
   /** redis-server's own port, the same across restarts. */
   readonly serverPort: number
+  /** The ACL user to log in as (the admin user with `adminUser`), undefined for the default user. */
+  readonly username: string | undefined
   readonly password: string | undefined
+  /** The certificates when the node speaks TLS only (its plain TCP port is closed). */
+  readonly tls: TopologyTls | undefined
   /** The real redis-server pid, undefined while the node is down. */
   readonly pid: number | undefined
   readonly running: boolean
@@ -41,8 +46,14 @@ export interface ManagedNodeConfig {
   name: string
   serverPort: number
   dataDir: string
+  /** How topology logs in (see security.ts). */
+  username?: string | undefined
   password: string | undefined
-  /** redis-server arguments besides --port/--dir/--logfile/--requirepass. */
+  /** redis.conf lines with secrets (users, passwords), written with mode 0600 instead of argv. @defaultValue [] */
+  confLines?: string[]
+  /** TLS only: `port 0` and `tls-port <serverPort>`; the other tls-* settings come in args. */
+  tls?: TopologyTls | undefined
+  /** redis-server arguments besides the ports, --dir, --logfile and confLines. */
   args: string[]
   /** Removed by the watchdog if the owner dies without cleaning up (see reaper.ts). */
   cleanupDir?: string
@@ -68,7 +79,9 @@ export class ManagedNode implements RedisNode {
   readonly host = HOST
   readonly name: string
   readonly dataDir: string
+  readonly username: string | undefined
   readonly password: string | undefined
+  readonly tls: TopologyTls | undefined
   proxy: FaultProxy | undefined
   #serverPort: number
   #config: ManagedNodeConfig
@@ -80,7 +93,9 @@ export class ManagedNode implements RedisNode {
     this.#config = config
     this.name = config.name
     this.dataDir = config.dataDir
+    this.username = config.username
     this.password = config.password
+    this.tls = config.tls
     this.#serverPort = config.serverPort
   }
 
@@ -103,6 +118,16 @@ export class ManagedNode implements RedisNode {
   get logFile(): string {
     return join(this.dataDir, 'redis.log')
   }
+  /** redis-server itself (not the proxy), logged in as topology's user, over TLS when the node speaks it. */
+  get adminAddress(): NodeAddress {
+    return {
+      host: HOST,
+      port: this.#serverPort,
+      username: this.username,
+      password: this.password,
+      tls: this.tls,
+    }
+  }
 
   /** Before the first start only: the port was taken, try another one. */
   changeServerPort(port: number): void {
@@ -112,16 +137,20 @@ export class ManagedNode implements RedisNode {
   async start(): Promise<void> {
     if (this.#child) return
     mkdirSync(this.dataDir, { recursive: true })
+    // Rewritten at every start: restart({ empty: true }) removes the data dir with it.
+    const confFile = join(this.dataDir, 'redis.conf')
+    writeFileSync(confFile, `${(this.#config.confLines ?? []).join('\n')}\n`, { mode: 0o600 })
+    const port = String(this.#serverPort)
     const args = [
-      '--port',
-      String(this.#serverPort),
+      // The config file must come first; argv options are applied after it.
+      confFile,
+      ...(this.tls ? ['--port', '0', '--tls-port', port] : ['--port', port]),
       '--dir',
       this.dataDir,
       '--logfile',
       this.logFile,
       ...this.#config.args,
     ]
-    if (this.password !== undefined) args.push('--requirepass', this.password)
     // Logs go to a file: a pipe nobody reads would fill up and block redis-server.
     const child = spawn('redis-server', args, { stdio: 'ignore', detached: true })
     const spawned = once(child, 'spawn').then(
@@ -149,7 +178,7 @@ export class ManagedNode implements RedisNode {
 
   async #waitForPing(child: ChildProcess): Promise<void> {
     const deadline = Date.now() + START_TIMEOUT_MS
-    const address = { host: HOST, port: this.#serverPort, password: this.password }
+    const address = this.adminAddress
     while (Date.now() < deadline) {
       if (this.#child !== child) {
         const log = this.#logTail()

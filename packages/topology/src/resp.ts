@@ -1,4 +1,5 @@
-import { connect } from 'node:net'
+import { connect, type Socket } from 'node:net'
+import { connect as connectTls } from 'node:tls'
 import { ClusterCommandError, TopologyTimeoutError } from './errors.js'
 
 // A tiny one-shot RESP2 client for management commands (PING, CLUSTER ..., MIGRATE). The
@@ -8,7 +9,23 @@ import { ClusterCommandError, TopologyTimeoutError } from './errors.js'
 export interface NodeAddress {
   host: string
   port: number
+  /** With a password: `AUTH username password` (an ACL user) instead of `AUTH password`. */
+  username?: string | undefined
   password?: string | undefined
+  /** Speak TLS, trusting `ca`; `clientCert`/`clientKey` are presented when given. */
+  tls?: { ca: string; clientCert?: string; clientKey?: string } | undefined
+}
+
+function open(node: NodeAddress): { socket: Socket; ready: 'connect' | 'secureConnect' } {
+  if (!node.tls) return { socket: connect({ host: node.host, port: node.port }), ready: 'connect' }
+  const socket = connectTls({
+    host: node.host,
+    port: node.port,
+    ca: node.tls.ca,
+    cert: node.tls.clientCert,
+    key: node.tls.clientKey,
+  })
+  return { socket, ready: 'secureConnect' }
 }
 
 /** A `-ERR ...` reply: kept as a value so a caller can tell it apart from a transport failure. */
@@ -67,7 +84,7 @@ function encode(args: readonly (string | number)[]): string {
 }
 
 /**
- * Sends the commands on one fresh connection (after AUTH when the node has a password) and
+ * Sends the commands on one fresh connection (TLS when asked; after AUTH when the node has a password) and
  * returns one reply per command. Error replies come back as RespErrorReply values; a refused,
  * reset or silent connection rejects.
  */
@@ -76,9 +93,10 @@ export function sendCommands(
   commands: readonly (readonly (string | number)[])[],
   timeoutMs = 5_000,
 ): Promise<RespValue[]> {
-  const all = node.password ? [['AUTH', node.password], ...commands] : commands
+  const auth = node.username === undefined ? ['AUTH', node.password] : ['AUTH', node.username, node.password]
+  const all = node.password ? [auth as string[], ...commands] : commands
   return new Promise((resolve, reject) => {
-    const socket = connect({ host: node.host, port: node.port })
+    const { socket, ready } = open(node)
     let buf = Buffer.alloc(0)
     let offset = 0
     const replies: RespValue[] = []
@@ -93,7 +111,7 @@ export function sendCommands(
     }
     socket.on('error', fail)
     socket.on('close', () => fail(new Error(`connection to ${node.host}:${node.port} closed`)))
-    socket.on('connect', () => socket.write(all.map(encode).join('')))
+    socket.on(ready, () => socket.write(all.map(encode).join('')))
     socket.on('data', (chunk) => {
       buf = offset > 0 ? Buffer.concat([buf.subarray(offset), chunk]) : Buffer.concat([buf, chunk])
       offset = 0

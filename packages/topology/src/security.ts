@@ -1,0 +1,110 @@
+// Who may talk to a topology's nodes, resolved once for startNodes and startCluster.
+//
+// Two ways to require a login:
+// - `password` (the original one): requirepass for the `default` user (and masterauth in a
+//   cluster). Every existing caller uses it; unchanged.
+// - `adminUser`: the `default` user is switched off (`user default off`: a connection without
+//   credentials gets NOAUTH, `AUTH default …` gets WRONGPASS) and a named admin user with every
+//   permission is created; topology logs in as it for its own management connections. Replicas
+//   log in as a replication user that may run only PSYNC, REPLCONF and PING (`masteruser` +
+//   `masterauth`), so the password a replica holds opens nothing else.
+// The lines that carry passwords go into a redis.conf written with mode 0600 in the node's data
+// dir instead of the command line, which every local user can read in `ps`.
+import { randomBytes } from 'node:crypto'
+import { InvalidOptionError } from './errors.js'
+
+export interface AdminUserOptions {
+  /** @defaultValue 'kunci-admin' */
+  username?: string
+  /** @defaultValue 24 random bytes, base64url */
+  password?: string
+}
+
+export interface TlsOptions {
+  /**
+   * `tls-auth-clients yes`: clients must also present a certificate signed by the topology's CA
+   * (`tls.clientCert`/`clientKey`). Off by default: clients authenticate with ACL passwords and
+   * TLS gives them encryption and the server's identity; mutual TLS is a second factor a user can
+   * turn on. @defaultValue false
+   */
+  authClients?: boolean
+}
+
+export const DEFAULT_ADMIN_USERNAME = 'kunci-admin'
+/** The user replicas log in as (masteruser). */
+export const REPLICATION_USERNAME = 'kunci-replication'
+
+export interface ResolvedSecurity {
+  /** How topology (and a test's own admin client) logs in. */
+  username: string | undefined
+  password: string | undefined
+  /** redis.conf lines holding secrets (requirepass, user …, masterauth). */
+  confLines: string[]
+  /** undefined: plain TCP. */
+  tls: Required<TlsOptions> | undefined
+}
+
+const USERNAME = /^[A-Za-z0-9_.:-]{1,64}$/
+
+/** A redis.conf argument in double quotes (sdssplitargs rules: \\ and \" escaped). */
+function quote(value: string): string {
+  return `"${value.replace(/[\\"]/g, (c) => `\\${c}`)}"`
+}
+
+function checkSecret(option: string, value: string): void {
+  if (value === '') throw new InvalidOptionError(option, 'must not be empty')
+  // A line break would end the redis.conf line and let the rest be read as a directive.
+  if (/[\r\n\0]/.test(value)) throw new InvalidOptionError(option, 'must not contain line breaks or NUL')
+}
+
+const generated = () => randomBytes(24).toString('base64url')
+
+export function resolveSecurity(input: {
+  password?: string | undefined
+  adminUser?: AdminUserOptions | boolean | undefined
+  tls?: TlsOptions | boolean | undefined
+  /** Add masterauth for the `password` mode (cluster replicas); admin mode always configures replication. */
+  replication: boolean
+}): ResolvedSecurity {
+  const tls =
+    input.tls === undefined || input.tls === false
+      ? undefined
+      : { authClients: input.tls === true ? false : (input.tls.authClients ?? false) }
+  if (input.adminUser === undefined || input.adminUser === false) {
+    if (input.password === undefined) return { username: undefined, password: undefined, confLines: [], tls }
+    checkSecret('password', input.password)
+    const confLines = [`requirepass ${quote(input.password)}`]
+    if (input.replication) confLines.push(`masterauth ${quote(input.password)}`)
+    return { username: undefined, password: input.password, confLines, tls }
+  }
+  if (input.password !== undefined) {
+    throw new InvalidOptionError(
+      'password',
+      'is the default user’s password; with adminUser the default user is off: set adminUser.password instead',
+    )
+  }
+  const admin = input.adminUser === true ? {} : input.adminUser
+  const username = admin.username ?? DEFAULT_ADMIN_USERNAME
+  if (!USERNAME.test(username) || username === 'default' || username === REPLICATION_USERNAME) {
+    throw new InvalidOptionError(
+      'adminUser.username',
+      `expected 1-64 of A-Z a-z 0-9 _ . : - other than 'default' and '${REPLICATION_USERNAME}', got '${username}'`,
+    )
+  }
+  const password = admin.password ?? generated()
+  checkSecret('adminUser.password', password)
+  const replicationPassword = generated()
+  return {
+    username,
+    password,
+    confLines: [
+      // `user default …` resets the default user first: no password, no command, off.
+      'user default off',
+      `user ${username} on ${quote(`>${password}`)} ~* &* +@all`,
+      `user ${REPLICATION_USERNAME} on ${quote(`>${replicationPassword}`)} -@all +psync +replconf +ping`,
+      `masteruser ${REPLICATION_USERNAME}`,
+      `masterauth ${quote(replicationPassword)}`,
+    ],
+    tls,
+  }
+}
