@@ -23,8 +23,6 @@ export interface TopologyTls {
   /** PEM of clientCertFile / clientKeyFile. */
   readonly clientCert: string
   readonly clientKey: string
-  /** tls-auth-clients yes: a client must present a certificate signed by the CA. */
-  readonly authClients: boolean
 }
 
 /** 30 days: long enough for a demo left running, short enough that a leaked CA expires. */
@@ -78,8 +76,12 @@ async function signedBy(dir: string, name: string, subject: string, extensions: 
   chmodSync(join(dir, `${name}.key`), 0o600)
 }
 
-/** Generates the CA, server and client certificates into `dir` (created if missing). */
-export async function generateCertificates(dir: string, authClients: boolean): Promise<TopologyTls> {
+/**
+ * Generates the CA, server and client certificates into `dir` (created if missing). Exported so
+ * that a caller can give several topologies one CA (`tls: { certificates }`); the caller then
+ * removes `dir`.
+ */
+export async function generateCertificates(dir: string): Promise<TopologyTls> {
   mkdirSync(dir, { recursive: true, mode: 0o700 })
   await openssl([
     'req',
@@ -124,7 +126,6 @@ export async function generateCertificates(dir: string, authClients: boolean): P
     ca: readFileSync(tls.caFile, 'utf8'),
     clientCert: readFileSync(tls.clientCertFile, 'utf8'),
     clientKey: readFileSync(tls.clientKeyFile, 'utf8'),
-    authClients,
   }
 }
 
@@ -132,7 +133,7 @@ export async function generateCertificates(dir: string, authClients: boolean): P
  * redis-server arguments for TLS, besides the ports (ManagedNode sets `port 0` and `tls-port`, as
  * the port may change before the first start).
  */
-export function tlsServerArgs(tls: TopologyTls, cluster: boolean): string[] {
+export function tlsServerArgs(tls: TopologyTls, authClients: boolean, cluster: boolean): string[] {
   const args = [
     '--tls-cert-file',
     tls.certFile,
@@ -141,7 +142,7 @@ export function tlsServerArgs(tls: TopologyTls, cluster: boolean): string[] {
     '--tls-ca-cert-file',
     tls.caFile,
     '--tls-auth-clients',
-    tls.authClients ? 'yes' : 'no',
+    authClients ? 'yes' : 'no',
     '--tls-replication',
     'yes',
   ]

@@ -62,15 +62,7 @@ function describeAccess(t: {
   password: string | undefined
   tls: TopologyTls | undefined
 }) {
-  return {
-    username: t.username ?? null,
-    password: t.password ?? null,
-    tlsCaFile: t.tls?.caFile ?? null,
-    ...(t.tls?.authClients && {
-      tlsClientCertFile: t.tls.clientCertFile,
-      tlsClientKeyFile: t.tls.clientKeyFile,
-    }),
-  }
+  return { username: t.username ?? null, password: t.password ?? null, tlsCaFile: t.tls?.caFile ?? null }
 }
 
 function printAccess(access: ReturnType<typeof describeAccess>): void {

@@ -417,7 +417,7 @@ export async function startCluster(input: StartClusterOptions = {}): Promise<Red
       '--repl-diskless-sync-delay',
       '0',
     ]
-    if (tls) args.push(...tlsServerArgs(tls, true))
+    if (tls) args.push(...tlsServerArgs(tls, security.tls!.authClients, true))
     args.push(...opts.extraArgs)
     nodes.push(
       new ManagedNode({

@@ -1,4 +1,5 @@
 export type { TopologyTls } from './certificates.js'
+export { generateCertificates } from './certificates.js'
 export type {
   ChaosContext,
   ChaosEvent,

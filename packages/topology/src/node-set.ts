@@ -104,7 +104,8 @@ export function removeTopologyDir(dir: string): void {
 
 /** The certificates when the topology speaks TLS (generated into `<dir>/tls`). */
 export async function topologyTls(dir: string, security: ResolvedSecurity): Promise<TopologyTls | undefined> {
-  return security.tls && generateCertificates(join(dir, 'tls'), security.tls.authClients)
+  if (!security.tls) return undefined
+  return security.tls.certificates ?? generateCertificates(join(dir, 'tls'))
 }
 
 export interface NodeSet extends AsyncDisposable {
@@ -142,7 +143,11 @@ export async function startNodes(input: StartNodesOptions): Promise<NodeSet> {
         password: security.password,
         confLines: security.confLines,
         tls,
-        args: [...baseServerArgs(opts.aof), ...(tls ? tlsServerArgs(tls, false) : []), ...opts.extraArgs],
+        args: [
+          ...baseServerArgs(opts.aof),
+          ...(tls ? tlsServerArgs(tls, security.tls!.authClients, false) : []),
+          ...opts.extraArgs,
+        ],
         cleanupDir: dir,
       }),
     )

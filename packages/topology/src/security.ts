@@ -11,6 +11,7 @@
 // The lines that carry passwords go into a redis.conf written with mode 0600 in the node's data
 // dir instead of the command line, which every local user can read in `ps`.
 import { randomBytes } from 'node:crypto'
+import type { TopologyTls } from './certificates.js'
 import { InvalidOptionError } from './errors.js'
 
 export interface AdminUserOptions {
@@ -28,6 +29,11 @@ export interface TlsOptions {
    * turn on. @defaultValue false
    */
   authClients?: boolean
+  /**
+   * Certificates made by generateCertificates(), e.g. to give a cluster and a node set one CA.
+   * @defaultValue generated into the topology's directory
+   */
+  certificates?: TopologyTls
 }
 
 export const DEFAULT_ADMIN_USERNAME = 'kunci-admin'
@@ -41,7 +47,7 @@ export interface ResolvedSecurity {
   /** redis.conf lines holding secrets (requirepass, user …, masterauth). */
   confLines: string[]
   /** undefined: plain TCP. */
-  tls: Required<TlsOptions> | undefined
+  tls: { authClients: boolean; certificates: TopologyTls | undefined } | undefined
 }
 
 const USERNAME = /^[A-Za-z0-9_.:-]{1,64}$/
@@ -66,10 +72,11 @@ export function resolveSecurity(input: {
   /** Add masterauth for the `password` mode (cluster replicas); admin mode always configures replication. */
   replication: boolean
 }): ResolvedSecurity {
-  const tls =
-    input.tls === undefined || input.tls === false
-      ? undefined
-      : { authClients: input.tls === true ? false : (input.tls.authClients ?? false) }
+  const tlsInput = input.tls === true ? {} : input.tls || undefined
+  const tls = tlsInput && {
+    authClients: tlsInput.authClients ?? false,
+    certificates: tlsInput.certificates,
+  }
   if (input.adminUser === undefined || input.adminUser === false) {
     if (input.password === undefined) return { username: undefined, password: undefined, confLines: [], tls }
     checkSecret('password', input.password)

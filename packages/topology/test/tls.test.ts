@@ -1,7 +1,16 @@
-import { readFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { Cluster, type Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type NodeSet, type RedisCluster, type RedisNode, startCluster, startNodes } from '../src/index.js'
+import {
+  generateCertificates,
+  type NodeSet,
+  type RedisCluster,
+  type RedisNode,
+  startCluster,
+  startNodes,
+} from '../src/index.js'
 import { client, waitFor } from './support.js'
 
 /** Resolves to the command's reply, or the error it failed with. */
@@ -32,7 +41,6 @@ describe('TLS on independent nodes', () => {
     const tls = set.tls!
     expect(tls.ca).toContain('BEGIN CERTIFICATE')
     expect(readFileSync(tls.caFile, 'utf8')).toBe(tls.ca)
-    expect(tls.authClients).toBe(false)
     expect(set.nodes[0]!.tls).toBe(tls)
   })
 
@@ -44,6 +52,7 @@ describe('TLS on independent nodes', () => {
       try {
         expect(await c.ping()).toBe('PONG')
         expect(await c.config('GET', 'port')).toEqual(['port', '0'])
+        expect(await c.config('GET', 'tls-auth-clients')).toEqual(['tls-auth-clients', 'no'])
         expect(await c.config('GET', 'tls-port')).toEqual(['tls-port', String(node.serverPort)])
       } finally {
         c.disconnect()
@@ -107,6 +116,30 @@ describe('TLS with authClients: clients present a certificate', () => {
     } finally {
       anonymous.disconnect()
       mutual.disconnect()
+    }
+  })
+})
+
+describe('TLS with certificates the caller made (one CA for several topologies)', () => {
+  it('uses them instead of generating its own, and leaves them to the caller', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kunci-tls-test-'))
+    try {
+      const certificates = await generateCertificates(dir)
+      const set = await startNodes({ count: 1, proxy: false, tls: { certificates } })
+      try {
+        expect(set.tls).toBe(certificates)
+        const c = tlsClient(set.nodes[0]!.port, certificates.ca)
+        try {
+          expect(await c.ping()).toBe('PONG')
+        } finally {
+          c.disconnect()
+        }
+      } finally {
+        await set.stop()
+      }
+      expect(existsSync(certificates.caFile)).toBe(true)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 })
