@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import type { Cluster, Redis } from 'ioredis'
 import { isNoScriptError } from './reply-error.js'
 
@@ -89,8 +90,71 @@ export function runScriptTo(
   onReply: (reply: unknown) => void,
   onError: (err: Error) => void,
 ): void {
-  client.evalsha(script.sha, keys.length, ...keys, ...args).then(onReply, (err: Error) => {
+  const direct = directSender(client)
+  const sent = direct
+    ? direct(client, 'evalsha', [script.sha, keys.length, ...keys, ...args])
+    : client.evalsha(script.sha, keys.length, ...keys, ...args)
+  sent.then(onReply, (err: Error) => {
     if (!isNoScriptError(err)) return onError(err)
     client.eval(script.source, keys.length, ...keys, ...args).then(onReply, onError)
   })
+}
+
+type CommandClass = new (
+  name: string,
+  args: readonly (string | number)[],
+  options: { replyEncoding?: string; keyPrefix?: string; errorStack?: Error },
+) => { promise: Promise<unknown> }
+type DirectSend = (client: RedisClient, name: string, args: readonly (string | number)[]) => Promise<unknown>
+
+const directSenders = new WeakMap<object, DirectSend | null>()
+let ioredisModule: { Redis?: unknown; Command?: CommandClass } | null | undefined
+
+/**
+ * A way around ioredis' auto-pipelining for the lock path, on a standalone client that has it on.
+ * The lock path already packs the requests of one tick into one script call per node, so the
+ * auto-pipeline only wraps that single call in a Pipeline object, a queue per tick and a
+ * `process.nextTick` per reply: at concurrency 1 that cost ~20 % more client CPU per
+ * acquire+release and ~20 % fewer operations per second (bench/RESULTS.md, issue 9). The command
+ * is built the way ioredis builds it for `evalsha` (utf8 replies, the client's keyPrefix) and
+ * sent with the public `sendCommand`. ioredis' `Command` class is taken from the ioredis that
+ * kunci resolves, and used only if the client is an instance of that same copy (ioredis'
+ * mixins hide the class from `client.constructor`). Anything else (another copy or major
+ * version, a node-redis adapter) and Cluster clients, whose auto-pipeline groups the calls of
+ * several slots bound for one node into one write (which does help), keep the ordinary call.
+ */
+function directSender(client: RedisClient): DirectSend | null {
+  let send = directSenders.get(client)
+  if (send !== undefined) return send
+  send = null
+  if (ioredisModule === undefined) {
+    try {
+      ioredisModule = createRequire(import.meta.url)('ioredis') as typeof ioredisModule
+    } catch {
+      ioredisModule = null
+    }
+  }
+  const Redis = ioredisModule?.Redis
+  const Command = ioredisModule?.Command
+  const options = (client as { options?: { enableAutoPipelining?: boolean } }).options
+  if (
+    !isClusterClient(client) &&
+    options?.enableAutoPipelining === true &&
+    typeof Redis === 'function' &&
+    typeof Command === 'function' &&
+    client instanceof Redis
+  ) {
+    send = (c, name, args) => {
+      const o = (c as Redis).options
+      const command = new Command(name, args, {
+        replyEncoding: 'utf8',
+        keyPrefix: o.keyPrefix,
+        errorStack: o.showFriendlyErrorStack ? new Error() : undefined,
+      })
+      ;(c as Redis).sendCommand(command as never)
+      return command.promise
+    }
+  }
+  directSenders.set(client, send)
+  return send
 }

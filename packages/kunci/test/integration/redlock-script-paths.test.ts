@@ -95,4 +95,43 @@ describe('lean and batched script paths', () => {
       'every lock to be gone from every node',
     )
   })
+
+  it('auto-pipelining clients: sent directly, with their keyPrefix, and EVAL after SCRIPT FLUSH', async () => {
+    // The lock path batches a tick itself and sends around ioredis' auto-pipeline (lua-script.ts):
+    // the command must still carry the client's keyPrefix and fall back to EVAL on NOSCRIPT.
+    const piped = fx.clients({ enableAutoPipelining: true, keyPrefix: 'app:' })
+    await ready(piped)
+    const sent: { name: string; viaPipeline: boolean }[] = []
+    for (const c of piped) {
+      const original = c.sendCommand.bind(c)
+      c.sendCommand = ((command: { name: string }, stream?: unknown) => {
+        sent.push({ name: command.name, viaPipeline: stream !== undefined })
+        return original(command as never, stream as never)
+      }) as typeof c.sendCommand
+    }
+    const prl = new Redlock({ clients: piped, quarantine: false, onWarning: () => {} })
+    try {
+      const r = res('piped')
+      const lock = await prl.acquire(r, { ttlMs: 5000 })
+      const held = await Promise.all(clients.map((c) => c.get(`app:kunci:{${r}}`)))
+      expect(held.filter((v) => v === lock.token).length).toBeGreaterThanOrEqual(2)
+      await lock.release()
+      const scripts = sent.filter((s) => s.name === 'evalsha')
+      expect(scripts.length).toBeGreaterThanOrEqual(piped.length * 2)
+      expect(scripts.filter((s) => s.viaPipeline)).toEqual([])
+
+      await Promise.all(clients.map((c) => c.script('FLUSH')))
+      const again = await prl.acquire(r, { ttlMs: 5000 })
+      expect(again.fence).toBeGreaterThan(lock.fence)
+      expect(sent.some((s) => s.name === 'eval')).toBe(true)
+      await again.release()
+      await until(
+        async () => (await Promise.all(clients.map((c) => c.exists(`app:kunci:{${r}}`)))).every((x) => x === 0),
+        'the prefixed lock to be gone from every node',
+      )
+    } finally {
+      await prl.close()
+      for (const c of piped) c.disconnect()
+    }
+  })
 })
