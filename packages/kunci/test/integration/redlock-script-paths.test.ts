@@ -126,7 +126,8 @@ describe('lean and batched script paths', () => {
       expect(sent.some((s) => s.name === 'eval')).toBe(true)
       await again.release()
       await until(
-        async () => (await Promise.all(clients.map((c) => c.exists(`app:kunci:{${r}}`)))).every((x) => x === 0),
+        async () =>
+          (await Promise.all(clients.map((c) => c.exists(`app:kunci:{${r}}`)))).every((x) => x === 0),
         'the prefixed lock to be gone from every node',
       )
     } finally {
