@@ -5,6 +5,7 @@
  * numbers explain its throughput better than latency does.
  *
  *   npm run build && npx tsx bench/locks/cpu-per-op.ts [--ops 3000] [--rounds 5] [--libs kunci,node-redlock]
+ *     [--autopipelining]   every library's clients with enableAutoPipelining (as many services run)
  *
  * Rounds are interleaved and rotated like run.ts; each cell is the median over rounds.
  */
@@ -25,6 +26,7 @@ const { values } = parseArgs({
     ops: { type: 'string', default: '3000' },
     rounds: { type: 'string', default: '5' },
     libs: { type: 'string', default: 'kunci,node-redlock' },
+    autopipelining: { type: 'boolean', default: false },
   },
 })
 const OPS = Number(values.ops)
@@ -121,6 +123,7 @@ try {
     nodes: nodeSet.nodes.map((n) => ({ host: n.host, port: n.port })),
     ttlMs: 10_000,
     retry: { delayMs: 5, jitterMs: 5, count: 800 },
+    clientOptions: { enableAutoPipelining: values.autopipelining },
   }
   for (const l of libraries) drivers.set(l, await (await factoryFor(l))(config))
   const samples = new Map<Library, Sample[]>(libraries.map((l) => [l, []]))

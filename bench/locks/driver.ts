@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis'
+import { Redis, type RedisOptions } from 'ioredis'
 import type { RetrySettings } from './settings.js'
 
 export const LIBRARIES = [
@@ -34,13 +34,18 @@ export interface DriverConfig {
   nodes: readonly NodeAddress[]
   ttlMs: number
   retry: RetrySettings
+  /** Extra ioredis options for every library's connections (e.g. enableAutoPipelining). */
+  clientOptions?: RedisOptions
 }
 
 export type DriverFactory = (config: DriverConfig) => Promise<LockDriver>
 
 /** Same client options for every library; connected before the driver is handed out. */
-export async function connectClients(nodes: readonly NodeAddress[]): Promise<Redis[]> {
-  const clients = nodes.map((n) => new Redis({ host: n.host, port: n.port, lazyConnect: true }))
+export async function connectClients(
+  nodes: readonly NodeAddress[],
+  options: RedisOptions = {},
+): Promise<Redis[]> {
+  const clients = nodes.map((n) => new Redis({ ...options, host: n.host, port: n.port, lazyConnect: true }))
   await Promise.all(clients.map((c) => c.connect()))
   return clients
 }

@@ -9,7 +9,7 @@ import { connectClients, type DriverConfig, type LockDriver, quitClients } from 
  * 7.5 ms where node-redlock's (± jitter) is 5 ms: the same numbers, not tuned in kunci's favour.
  */
 export async function kunciDriver(config: DriverConfig): Promise<LockDriver> {
-  const clients = await connectClients(config.nodes)
+  const clients = await connectClients(config.nodes, config.clientOptions)
   const options = {
     ttlMs: config.ttlMs,
     retryCount: config.retry.count,

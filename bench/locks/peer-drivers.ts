@@ -22,7 +22,7 @@ const Redlock = UntypedRedlock as new (
  * listener throws, so a no-op listener is part of correct usage (their README says the same).
  */
 export async function nodeRedlockDriver(config: DriverConfig): Promise<LockDriver> {
-  const clients = await connectClients(config.nodes)
+  const clients = await connectClients(config.nodes, config.clientOptions)
   const redlock = new Redlock(clients, {
     retryCount: config.retry.count,
     retryDelay: config.retry.delayMs,
@@ -37,7 +37,7 @@ export async function nodeRedlockDriver(config: DriverConfig): Promise<LockDrive
 }
 
 export async function sesamecareDriver(config: DriverConfig): Promise<LockDriver> {
-  const clients = await connectClients(config.nodes)
+  const clients = await connectClients(config.nodes, config.clientOptions)
   const redlock = new SesameRedlock(clients, {
     retryCount: config.retry.count,
     retryDelay: config.retry.delayMs,
@@ -57,7 +57,7 @@ export async function sesamecareDriver(config: DriverConfig): Promise<LockDriver
  * Single node uses `performance: 'lean'`, its documented fastest mode.
  */
 export async function redlockUniversalDriver(config: DriverConfig): Promise<LockDriver> {
-  const clients = await connectClients(config.nodes)
+  const clients = await connectClients(config.nodes, config.clientOptions)
   const adapters = clients.map((c) => new IoredisAdapter(c))
   const common = { ttl: config.ttlMs, retryAttempts: config.retry.count, retryDelay: config.retry.delayMs }
   const makeLock = (key: string) =>
@@ -81,7 +81,7 @@ export async function redlockUniversalDriver(config: DriverConfig): Promise<Lock
  * acquire timeout give the same retry budget as the others.
  */
 export async function redisSemaphoreDriver(config: DriverConfig): Promise<LockDriver> {
-  const clients = await connectClients(config.nodes)
+  const clients = await connectClients(config.nodes, config.clientOptions)
   const options = {
     lockTimeout: config.ttlMs,
     acquireTimeout: config.retry.count * config.retry.delayMs,
