@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs'
+
 /**
  * The service's configuration: the only module that reads `process.env`. Every problem is
  * collected and reported at once (one line each), so a deployment fails with the whole list
@@ -10,6 +12,15 @@ export type Durability = 'replica' | 'none'
 export interface HostPort {
   host: string
   port: number
+}
+
+/** TLS to Redis: ioredis `tls` options (PEM texts, read once at start). */
+export interface RedisTls {
+  /** The CA to trust instead of the system's (REDIS_TLS_CA_FILE). */
+  ca?: string
+  /** A client certificate and key, for servers with `tls-auth-clients yes`. */
+  cert?: string
+  key?: string
 }
 
 export interface ServiceConfig {
@@ -25,6 +36,11 @@ export interface ServiceConfig {
   redlockNodes: HostPort[]
   redisUsername: string | undefined
   redisPassword: string | undefined
+  /**
+   * TLS to every Redis (cluster, standalone, lock nodes): on with REDIS_TLS=true, a rediss:// URL or
+   * REDIS_TLS_CA_FILE. @defaultValue undefined (plain TCP)
+   */
+  redisTls: RedisTls | undefined
   /** PostgreSQL connection string (the embedded PGlite of `flash-sale up` speaks the same protocol). */
   databaseUrl: string
   /** amqp:// URL: orders are relayed from the stream to RabbitMQ. @defaultValue undefined (stream only) */
@@ -99,9 +115,52 @@ export function parseHostPorts(value: string): HostPort[] {
 }
 
 /**
+ * REDIS_TLS=true|false, REDIS_TLS_CA_FILE, REDIS_TLS_CERT_FILE + REDIS_TLS_KEY_FILE. The files are
+ * read here, once, so a wrong path is one more line of the problem list rather than a failed
+ * connection later; the server's certificate is always verified (there is no switch to skip it).
+ */
+function readRedisTls(
+  get: (name: string) => string | undefined,
+  redisUrl: string | undefined,
+  problems: string[],
+): RedisTls | undefined {
+  const flag = get('REDIS_TLS')
+  if (flag !== undefined && flag !== 'true' && flag !== 'false') {
+    problems.push(`REDIS_TLS=${flag}: expected true or false`)
+  }
+  const file = (name: string) => {
+    const path = get(name)
+    if (path === undefined) return undefined
+    try {
+      return readFileSync(path, 'utf8')
+    } catch (err) {
+      problems.push(`${name}=${path}: cannot read it (${(err as NodeJS.ErrnoException).code ?? err})`)
+      return undefined
+    }
+  }
+  const ca = file('REDIS_TLS_CA_FILE')
+  const cert = file('REDIS_TLS_CERT_FILE')
+  const key = file('REDIS_TLS_KEY_FILE')
+  if ((get('REDIS_TLS_CERT_FILE') === undefined) !== (get('REDIS_TLS_KEY_FILE') === undefined)) {
+    problems.push('REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE go together (a client certificate and its key)')
+  }
+  const anyFile = ['REDIS_TLS_CA_FILE', 'REDIS_TLS_CERT_FILE', 'REDIS_TLS_KEY_FILE'].some((n) => get(n))
+  const secureUrl = redisUrl?.startsWith('rediss://') ?? false
+  const on = flag === 'true' || anyFile || secureUrl
+  if (flag === 'false' && (anyFile || secureUrl)) {
+    problems.push('REDIS_TLS=false, but a REDIS_TLS_*_FILE or a rediss:// REDIS_URL asks for TLS')
+  }
+  if (on && redisUrl?.startsWith('redis://')) {
+    problems.push(`REDIS_URL=${redisUrl}: TLS is on, use rediss://`)
+  }
+  if (!on) return undefined
+  return { ...(ca && { ca }), ...(cert && { cert }), ...(key && { key }) }
+}
+
+/**
  * Reads the environment. `overrides` (from CLI flags) win over the environment.
  * Variables: STRATEGY, DURABILITY, WAIT_TIMEOUT_MS, REDIS_CLUSTER_NODES | REDIS_URL, REDLOCK_NODES,
- * REDIS_USERNAME, REDIS_PASSWORD, DATABASE_URL, QUEUE_URL, QUEUE_NAME, ADMIN_TOKEN, HOST, PORT, WORKER_PORT,
+ * REDIS_USERNAME, REDIS_PASSWORD, REDIS_TLS, REDIS_TLS_CA_FILE, REDIS_TLS_CERT_FILE, REDIS_TLS_KEY_FILE, DATABASE_URL, QUEUE_URL, QUEUE_NAME, ADMIN_TOKEN, HOST, PORT, WORKER_PORT,
  * MAX_INFLIGHT, MAX_EVENT_LOOP_DELAY_MS, LOCK_WAIT_MS, CLAIM_IDLE_MS, MAX_DELIVERIES, DRAIN_TIMEOUT_MS,
  * DRAIN_DELAY_MS.
  */
@@ -149,11 +208,13 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Service
   if (clusterNodes.length > 0 && redisUrl) {
     problems.push('REDIS_CLUSTER_NODES and REDIS_URL are both set: choose the cluster or one standalone node')
   } else if (redisUrl) {
-    if (!/^rediss?:\/\//.test(redisUrl)) problems.push(`REDIS_URL=${redisUrl}: expected redis://host:port`)
+    if (!/^rediss?:\/\//.test(redisUrl))
+      problems.push(`REDIS_URL=${redisUrl}: expected redis://host:port (rediss:// for TLS)`)
     redis = { url: redisUrl }
   } else if (clusterNodes.length === 0 && !get('REDIS_CLUSTER_NODES')) {
     problems.push('REDIS_CLUSTER_NODES (host:port,…) or REDIS_URL is required')
   }
+  const redisTls = readRedisTls(get, redisUrl, problems)
   const redlockNodes = hostPorts('REDLOCK_NODES')
   if (strategy === 'redlock' && redlockNodes.length === 0 && !get('REDLOCK_NODES')) {
     problems.push(
@@ -182,6 +243,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Service
     redlockNodes,
     redisUsername: get('REDIS_USERNAME'),
     redisPassword: get('REDIS_PASSWORD'),
+    redisTls,
     databaseUrl: databaseUrl ?? '',
     queueUrl,
     queueName,

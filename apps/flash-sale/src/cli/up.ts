@@ -4,11 +4,13 @@ import type { Command } from './command.js'
 
 const HELP = `usage: flash-sale up [--strategy lua|redlock|naive] [--instances 2] [--durability replica|none]
                      [--product 9921] [--stock 100] [--price 49.99] [--port 8080]
-                     [--database-url postgres://…] [--queue-url amqp://…] [--observe] [--json] [--quiet]
+                     [--database-url postgres://…] [--queue-url amqp://…] [--tls] [--observe] [--json] [--quiet]
 
-Starts a whole local stack: a 3+3 Redis Cluster and 5 independent lock nodes (ACL user for the
-app), SQL (embedded PGlite unless --database-url), the service (--instances processes on one
-port) and a worker; creates the sale; prints the URLs and the admin token. Ctrl-C stops it all.
+Starts a whole local stack: a 3+3 Redis Cluster and 5 independent lock nodes (default user off,
+an admin ACL user for the operator, a restricted one for the app), SQL (embedded PGlite unless --database-url), the service (--instances processes on one
+port) and a worker; creates the sale; prints the URLs, the admin token and the Redis admin login.
+--tls: Redis speaks TLS only (clients, cluster bus, replication), with a CA generated for the
+stack; the service, worker and exporters trust it (REDIS_TLS_CA_FILE). Ctrl-C stops it all.
 --observe also starts Prometheus (alert rules of deploy/prometheus) and a redis_exporter per node
 (Debian packages prometheus and prometheus-redis-exporter; node scripts/ensure-tools.mjs installs them).`
 
@@ -32,6 +34,7 @@ export const upCommand: Command = {
           'queue-url': { type: 'string' },
           json: { type: 'boolean', default: false },
           observe: { type: 'boolean', default: false },
+          tls: { type: 'boolean', default: false },
           quiet: { type: 'boolean', default: false },
           help: { type: 'boolean', default: false },
         },
@@ -67,7 +70,9 @@ export const upCommand: Command = {
       return 2
     }
     const log = (l: string) => values.quiet || console.error(l)
-    log('[up] starting a 3+3 Redis Cluster, 5 lock nodes, SQL, the service and a worker…')
+    log(
+      `[up] starting a 3+3 Redis Cluster, 5 lock nodes${values.tls ? ' (TLS only)' : ''}, SQL, the service and a worker…`,
+    )
     const stack = await startStack({
       strategy: strategy as 'lua',
       durability: durability as 'replica',
@@ -78,6 +83,7 @@ export const upCommand: Command = {
       sale: { productId: String(values.product), stock, price },
       echo: !values.quiet,
       observe: Boolean(values.observe),
+      tls: Boolean(values.tls),
     })
     const info = {
       url: stack.url,
@@ -90,8 +96,13 @@ export const upCommand: Command = {
       redis_cluster: stack.env.REDIS_CLUSTER_NODES,
       redlock_nodes: stack.env.REDLOCK_NODES,
       database_url: stack.databaseUrl,
+      redis_admin_user: stack.redisAdmin.username,
+      redis_admin_password: stack.redisAdmin.password,
+      redis_tls_ca_file: stack.tls?.caFile ?? null,
       prometheus: stack.prometheusUrl ?? null,
     }
+    const tlsCli = stack.tls ? ` --tls --cacert ${stack.tls.caFile}` : ''
+    const firstNode = stack.cluster.nodes[0]!
     if (values.json) console.log(JSON.stringify(info))
     else {
       console.log(
@@ -105,6 +116,8 @@ export const upCommand: Command = {
           `  metrics:   ${stack.metricsUrl}  (worker: ${stack.workerMetricsUrl})`,
           `  Redis Cluster: ${info.redis_cluster}`,
           `  lock nodes:    ${info.redlock_nodes}`,
+          `  Redis admin:   redis-cli -c -p ${firstNode.port}${tlsCli} --user ${stack.redisAdmin.username} --pass ${stack.redisAdmin.password}  (the default user is off)`,
+          ...(stack.tls ? [`  TLS only:      trust ${stack.tls.caFile} (REDIS_TLS_CA_FILE)`] : []),
           `  SQL:           ${info.database_url}`,
           ...(stack.prometheusUrl
             ? [`  Prometheus:    ${stack.prometheusUrl}  (alerts: ${stack.prometheusUrl}/alerts)`]

@@ -15,6 +15,8 @@ export interface ObservedRedis {
   addr: string
   username?: string
   password?: string
+  /** The node speaks TLS only: the exporter connects with rediss:// and trusts this CA (PEM file). */
+  tlsCaFile?: string
   /** Prometheus job of this node's exporter: 'redis-redlock' or 'redis-cluster' make the alerts apply. @defaultValue 'redis' */
   job?: string
 }
@@ -206,9 +208,12 @@ export async function startObservability(options: ObservabilityOptions): Promise
       // Credentials through the environment, never argv (visible to every user in `ps`).
       if (r.username) env.REDIS_USER = r.username
       if (r.password) env.REDIS_PASSWORD = r.password
+      const redisArgs = r.tlsCaFile
+        ? [`--redis.addr=rediss://${r.addr}`, `--tls-ca-cert-file=${r.tlsCaFile}`]
+        : [`--redis.addr=redis://${r.addr}`]
       const child = start(
         'prometheus-redis-exporter',
-        [`--redis.addr=redis://${r.addr}`, `--web.listen-address=${target}`],
+        [...redisArgs, `--web.listen-address=${target}`],
         join(dir, `redis-exporter-${n}.log`),
         env,
       )

@@ -9,10 +9,19 @@ export type RedisClient = Redis | Cluster
  * would reserve again or answer ALREADY_PURCHASED to the user who just bought), a bounded offline
  * queue, and auto-pipelining, which turns the concurrent checkouts of one tick into one write.
  */
-function nodeOptions(config: Pick<ServiceConfig, 'redisUsername' | 'redisPassword'>): RedisOptions {
+type RedisAccess = Pick<ServiceConfig, 'redisUsername' | 'redisPassword' | 'redisTls'>
+
+/** TLS (verifying the server against `redisTls.ca`, or the system's CAs) when configured. */
+function tlsOption(config: RedisAccess): Pick<RedisOptions, 'tls'> {
+  return config.redisTls ? { tls: { ...config.redisTls } } : {}
+}
+
+function nodeOptions(config: RedisAccess): RedisOptions {
   return {
     username: config.redisUsername,
     password: config.redisPassword,
+    // For a Cluster these are the redisOptions of every node it discovers, so TLS reaches them all.
+    ...tlsOption(config),
     autoResendUnfulfilledCommands: false,
     maxRetriesPerRequest: 2,
     connectTimeout: 2_000,
@@ -21,7 +30,7 @@ function nodeOptions(config: Pick<ServiceConfig, 'redisUsername' | 'redisPasswor
 }
 
 export function connectSaleRedis(
-  config: Pick<ServiceConfig, 'redis' | 'redisUsername' | 'redisPassword'>,
+  config: Pick<ServiceConfig, 'redis'> & RedisAccess,
   name = 'flash-sale',
 ): RedisClient {
   const options = { ...nodeOptions(config), connectionName: name }
@@ -46,10 +55,7 @@ export function connectSaleRedis(
 }
 
 /** One client per independent lock node, with the settings docs/locks.md recommends. */
-export function connectLockNodes(
-  nodes: HostPort[],
-  config: Pick<ServiceConfig, 'redisUsername' | 'redisPassword'>,
-): Redis[] {
+export function connectLockNodes(nodes: HostPort[], config: RedisAccess): Redis[] {
   return nodes.map(
     (n, i) =>
       new Redis({
@@ -57,6 +63,7 @@ export function connectLockNodes(
         port: n.port,
         username: config.redisUsername,
         password: config.redisPassword,
+        ...tlsOption(config),
         connectionName: `flash-sale-lock-${i}`,
         enableOfflineQueue: false,
         autoResendUnfulfilledCommands: false,

@@ -3,7 +3,16 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { findFreePort, type NodeSet, type RedisCluster, startCluster, startNodes } from '@kunci/topology'
+import {
+  DEFAULT_ADMIN_USERNAME,
+  findFreePort,
+  generateCertificates,
+  type NodeSet,
+  type RedisCluster,
+  startCluster,
+  startNodes,
+  type TopologyTls,
+} from '@kunci/topology'
 import type { Durability, Strategy } from '../config.js'
 import { connectDb } from '../db/database.js'
 import { type EmbeddedSql, startEmbeddedSql } from '../db/embedded.js'
@@ -37,6 +46,12 @@ export interface StackOptions {
   worker?: boolean
   /** Also start Prometheus (with the alert rules of deploy/) and a redis_exporter per node. @defaultValue false */
   observe?: boolean
+  /**
+   * TLS only between every client and every Redis node (and on the cluster bus and replication):
+   * one CA is generated for the stack, the service and worker get it as REDIS_TLS_CA_FILE.
+   * @defaultValue false
+   */
+  tls?: boolean
 }
 
 export interface LocalStack {
@@ -44,6 +59,10 @@ export interface LocalStack {
   readonly adminToken: string
   readonly cluster: RedisCluster
   readonly lockNodes: NodeSet | undefined
+  /** The operator's ACL user on every Redis node (the default user is off). */
+  readonly redisAdmin: { username: string; password: string }
+  /** With `tls`: the stack's CA (caFile is what REDIS_TLS_CA_FILE points to). */
+  readonly tls: TopologyTls | undefined
   readonly databaseUrl: string
   readonly env: Record<string, string>
   readonly service: StackProcess
@@ -76,8 +95,8 @@ async function waitReady(url: string, timeoutMs: number, alive: () => boolean): 
 
 /**
  * The whole local stack of `flash-sale up`: a 3+3 Redis Cluster and 5 independent lock nodes
- * (requirepass for the operator, an ACL user for the app that may not run KEYS, FLUSHALL, CONFIG
- * SET, DEBUG…), SQL (PostgreSQL or the embedded PGlite), migrations, the service (node:cluster
+ * (the `default` user off, an admin ACL user for the operator, topology and the exporters, an ACL
+ * user for the app that may not run KEYS, FLUSHALL, CONFIG SET, DEBUG…; TLS only with `tls`), SQL (PostgreSQL or the embedded PGlite), migrations, the service (node:cluster
  * instances on one port) and a worker, as separate processes.
  */
 export async function startStack(options: StackOptions = {}): Promise<LocalStack> {
@@ -87,16 +106,28 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
   const appPassword = random(18)
   const adminToken = random(24)
   const userArgs = ['--user', ...aclUserArgs(appUser, appPassword)]
+  const redisAdmin = { username: DEFAULT_ADMIN_USERNAME, password: adminPassword }
   const cleanups: (() => Promise<void>)[] = []
   const cleanup = async () => {
     for (const fn of cleanups.reverse()) await fn().catch(() => {})
   }
   try {
+    let tls: TopologyTls | undefined
+    if (options.tls) {
+      // One CA for the cluster and the lock nodes, so clients trust one file.
+      const dir = mkdtempSync(join(tmpdir(), 'flash-sale-tls-'))
+      cleanups.push(async () => rmSync(dir, { recursive: true, force: true }))
+      tls = await generateCertificates(dir)
+    }
+    const security = {
+      adminUser: redisAdmin,
+      ...(tls && { tls: { certificates: tls } }),
+      // topology binds 127.0.0.1 only; protected mode on as well, as a production node would run.
+      extraArgs: [...userArgs, '--protected-mode', 'yes'],
+    }
     const [cluster, lockNodes] = await Promise.all([
-      startCluster({ password: adminPassword, extraArgs: userArgs }),
-      options.lockNodes === false
-        ? undefined
-        : startNodes({ count: 5, aof: 'everysec', password: adminPassword, extraArgs: userArgs }),
+      startCluster(security),
+      options.lockNodes === false ? undefined : startNodes({ count: 5, aof: 'everysec', ...security }),
     ])
     cleanups.push(() => cluster.stop())
     if (lockNodes) cleanups.push(() => lockNodes.stop())
@@ -123,6 +154,7 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
       REDIS_CLUSTER_NODES: cluster.startupNodes.map((n) => `${n.host}:${n.port}`).join(','),
       REDIS_USERNAME: appUser,
       REDIS_PASSWORD: appPassword,
+      ...(tls ? { REDIS_TLS_CA_FILE: tls.caFile } : {}),
       DATABASE_URL: databaseUrl,
       ADMIN_TOKEN: adminToken,
       HOST: '127.0.0.1',
@@ -167,16 +199,13 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
       const dir = mkdtempSync(join(tmpdir(), 'flash-sale-observe-'))
       cleanups.push(async () => rmSync(dir, { recursive: true, force: true }))
       const metricsTarget = metricsPort === undefined ? `127.0.0.1:${port}` : `127.0.0.1:${metricsPort}`
-      // The exporters log in as the operator (default user): they need INFO, CONFIG GET, CLUSTER INFO.
+      // The exporters log in as the operator: they need INFO, CONFIG GET, CLUSTER INFO, SLOWLOG…
+      const access = { ...redisAdmin, ...(tls && { tlsCaFile: tls.caFile }) }
       const redis = [
-        ...cluster.nodes.map((n) => ({
-          addr: `${n.host}:${n.serverPort}`,
-          password: adminPassword,
-          job: 'redis-cluster',
-        })),
+        ...cluster.nodes.map((n) => ({ addr: `${n.host}:${n.serverPort}`, ...access, job: 'redis-cluster' })),
         ...(lockNodes?.nodes ?? []).map((n) => ({
           addr: `${n.host}:${n.serverPort}`,
-          password: adminPassword,
+          ...access,
           job: 'redis-redlock',
         })),
       ]
@@ -194,6 +223,8 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
       adminToken,
       cluster,
       lockNodes,
+      redisAdmin,
+      tls,
       databaseUrl,
       env,
       service,
