@@ -180,7 +180,8 @@ describe('a TLS cluster with the default user off', () => {
       const slots = await admin.cluster('SLOTS')
       const ports = new Set(cluster.nodes.map((n) => n.serverPort))
       const announced = slots.flatMap(([, , ...holders]) => holders.map(([, port]) => port))
-      expect(announced.length).toBeGreaterThanOrEqual(6)
+      // Replicas are listed once their offset has gossiped round; the 3 masters always are.
+      expect(announced.length).toBeGreaterThanOrEqual(3)
       for (const port of announced) expect(ports.has(port)).toBe(true)
     } finally {
       admin.disconnect()
