@@ -15,8 +15,7 @@
  * Message: one type letter, the sender's 12-character id, then the key or key prefix.
  */
 import { randomBytes } from 'node:crypto'
-import type { Cluster } from 'ioredis'
-import { Redis } from 'ioredis'
+import type { Cluster, Redis } from 'ioredis'
 import type { RedisClient } from '../redis/lua-script.js'
 
 export type BusMessageType = 'k' | 'p' | 'w' // key changed | every key under a prefix changed | wake only
@@ -130,8 +129,9 @@ export class Bus {
     if (!this.#client.isCluster) return (this.#client as Redis).duplicate(common)
     const nodes = (this.#client as Cluster).nodes('all')
     if (nodes.length === 0) return undefined
-    const { host, port, username, password, tls, family } = nodes[this.#nodeIndex++ % nodes.length]!.options
-    return new Redis({ host, port, username, password, tls, family, ...common })
+    // The node's own connection settings (address, credentials, TLS) with ours on top. Not
+    // `new Redis()`: kunci imports no client library at runtime (a user may have only node-redis).
+    return nodes[this.#nodeIndex++ % nodes.length]!.duplicate(common)
   }
 
   #startHeartbeat(conn: Redis): void {

@@ -3,6 +3,7 @@
  * tables below; per-call overrides go through the same resolver as the constructor's values.
  */
 import { InvalidOptionError } from '../errors.js'
+import { type KunciClient, toRedisClient } from '../redis/client.js'
 import type { RedisClient } from '../redis/lua-script.js'
 import type { Serializer } from './serializer.js'
 import { jsonSerializer } from './serializer.js'
@@ -54,8 +55,11 @@ export interface EntryOptions {
 
 /** Constructor options. The entry options set here are the defaults of every call. */
 export interface CacheOptions extends Omit<EntryOptions, 'ttlMs'> {
-  /** A connected or lazy ioredis `Redis` or `Cluster`. Never closed by the cache. */
-  client: RedisClient
+  /**
+   * A connected or lazy ioredis `Redis` or `Cluster`, or a connected node-redis v5 client or
+   * cluster (docs/cache.md "Clients"). Never closed by the cache.
+   */
+  client: KunciClient
   /**
    * `ttlMs` of calls that do not give one.
    * @defaultValue 60000
@@ -227,14 +231,7 @@ export function resolveCacheOptions(input: CacheOptions): ResolvedCacheOptions {
   if (input === null || typeof input !== 'object') {
     throw new InvalidOptionError('options', 'pass an options object: new Cache({ client }).')
   }
-  const { client } = input
-  if (
-    client === null ||
-    typeof client !== 'object' ||
-    typeof (client as { evalsha?: unknown }).evalsha !== 'function'
-  ) {
-    throw new InvalidOptionError('client', 'must be an ioredis Redis or Cluster instance.')
-  }
+  const client = toRedisClient(input.client, 'client')
   const d = DEFAULT_CACHE_OPTIONS
   const prefix = input.prefix ?? d.prefix
   if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {

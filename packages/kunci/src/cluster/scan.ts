@@ -12,6 +12,7 @@
  */
 import type { Cluster, Redis } from 'ioredis'
 import { InvalidOptionError } from '../errors.js'
+import { type KunciClient, toRedisClient } from '../redis/client.js'
 import type { RedisClient } from '../redis/lua-script.js'
 import { groupBySlot } from './hash-tag.js'
 import { SLOT_COUNT } from './slot.js'
@@ -131,8 +132,9 @@ export function escapeGlob(text: string): string {
  *
  * Keys are decoded as UTF-8; `deleteByPattern` works on raw bytes so binary keys are deleted too.
  */
-export async function* scanKeys(client: RedisClient, options: ScanOptions = {}): AsyncGenerator<string[]> {
+export async function* scanKeys(given: KunciClient, options: ScanOptions = {}): AsyncGenerator<string[]> {
   const opts = resolveScanOptions(options)
+  const client = toRedisClient(given, 'client')
   for await (const batch of scanBatches(client, opts, (node, cursor) =>
     node.scan(cursor, 'MATCH', opts.match, 'COUNT', opts.count),
   )) {
@@ -152,8 +154,9 @@ export async function* scanKeys(client: RedisClient, options: ScanOptions = {}):
  * @throws InvalidOptionError when `match` is missing or the client has a `keyPrefix` (SCAN
  * returns prefixed names, which ioredis would prefix a second time on UNLINK).
  */
-export async function deleteByPattern(client: RedisClient, options: DeleteByPatternOptions): Promise<number> {
+export async function deleteByPattern(given: KunciClient, options: DeleteByPatternOptions): Promise<number> {
   const opts = resolveDeleteByPatternOptions(options)
+  const client = toRedisClient(given, 'client')
   const keyPrefix = (client.options as { keyPrefix?: string }).keyPrefix
   if (keyPrefix) {
     throw new InvalidOptionError(

@@ -1,5 +1,6 @@
 import { InvalidOptionError, UnexpectedReplyError } from '../errors.js'
-import { loadScript, type RedisClient, runScript } from '../redis/lua-script.js'
+import { type KunciClient, toRedisClient } from '../redis/client.js'
+import { loadScript, runScript } from '../redis/lua-script.js'
 
 const FENCED_WRITE = loadScript(new URL('./scripts/fenced-write.lua', import.meta.url))
 
@@ -16,7 +17,7 @@ export interface FencedWriteResult {
  * process lost the lock at some point and must not assume its write happened.
  */
 export async function fencedWrite(
-  client: RedisClient,
+  given: KunciClient,
   options: { key: string; fence: number; value: string },
 ): Promise<FencedWriteResult> {
   const { key, fence, value } = options
@@ -26,6 +27,7 @@ export async function fencedWrite(
     throw new InvalidOptionError('fence', 'expected a lock fencing token')
   if (typeof value !== 'string')
     throw new InvalidOptionError('value', 'expected a string (serialise it first)')
+  const client = toRedisClient(given, 'client')
   const reply = await runScript(client, FENCED_WRITE, [key], [fence, value])
   if (!Array.isArray(reply) || reply.length !== 2) throw new UnexpectedReplyError('fenced-write', reply)
   return { applied: reply[0] === 1, fence: Number(reply[1]) }
@@ -33,9 +35,10 @@ export async function fencedWrite(
 
 /** Reads a record written by `fencedWrite`; `undefined` when it does not exist. */
 export async function readFenced(
-  client: RedisClient,
+  given: KunciClient,
   key: string,
 ): Promise<{ value: string; fence: number } | undefined> {
+  const client = toRedisClient(given, 'client')
   const [value, fence] = await client.hmget(key, 'value', 'fence')
   if (value === null || value === undefined) return undefined
   return { value, fence: Number(fence ?? 0) }

@@ -1,4 +1,5 @@
 import { InvalidOptionError } from '../errors.js'
+import { toRedisClient } from '../redis/client.js'
 import { lockKeys } from '../redis/keys.js'
 import { isClusterClient, type RedisClient } from '../redis/lua-script.js'
 import type { LockTarget } from './node-ops.js'
@@ -37,28 +38,28 @@ export function buildTarget(prefix: string, resources: string | readonly string[
   return { resources: Object.freeze([...list]), acquireKeys, releaseKeys, lockKeys: lockKeyList }
 }
 
-/** Rejects an empty client list, non-clients, and two clients for one node. */
-export function checkClients(clients: unknown): asserts clients is readonly RedisClient[] {
+/**
+ * Rejects an empty client list, non-clients, and two clients for one node; returns the clients
+ * as the internals use them (node-redis ones wrapped, see redis/client.ts).
+ */
+export function resolveClients(clients: unknown): RedisClient[] {
   if (!Array.isArray(clients) || clients.length === 0) {
     throw new InvalidOptionError(
       'clients',
-      'expected a non-empty array of ioredis clients, one per independent Redis node',
+      'expected a non-empty array of clients (ioredis or node-redis), one per independent Redis node',
     )
   }
   const seen = new Map<string, number>()
-  clients.forEach((c, i) => {
-    if (
-      !c ||
-      typeof (c as RedisClient).evalsha !== 'function' ||
-      typeof (c as RedisClient).duplicate !== 'function'
-    ) {
-      throw new InvalidOptionError('clients', `clients[${i}] is not an ioredis client`)
-    }
-    if (clients.indexOf(c) !== i)
+  return clients.map((raw: unknown, i) => {
+    if (clients.indexOf(raw) !== i)
       throw new InvalidOptionError(
         'clients',
-        `clients[${i}] is the same client as clients[${clients.indexOf(c)}]`,
+        `clients[${i}] is the same client as clients[${clients.indexOf(raw)}]`,
       )
+    const c = toRedisClient(raw, 'clients', `clients[${i}]`)
+    // Waiting needs a subscriber connection per node, made with duplicate().
+    if (typeof c.duplicate !== 'function')
+      throw new InvalidOptionError('clients', `clients[${i}] is not a client`)
     if (!isClusterClient(c)) {
       const o = c.options
       const where = o.path ? o.path : `${o.host ?? 'localhost'}:${o.port ?? 6379}/${o.db ?? 0}`
@@ -71,5 +72,6 @@ export function checkClients(clients: unknown): asserts clients is readonly Redi
       }
       seen.set(where, i)
     }
+    return c
   })
 }

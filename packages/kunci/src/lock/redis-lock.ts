@@ -1,6 +1,7 @@
 import type { Cluster, Redis } from 'ioredis'
 import { keySlot } from '../cluster/slot.js'
 import { InvalidOptionError } from '../errors.js'
+import { type KunciClient, toRedisClient } from '../redis/client.js'
 import { lockKeysShareSlot } from '../redis/keys.js'
 import { isClusterClient, type RedisClient } from '../redis/lua-script.js'
 import type { Lock } from './lock.js'
@@ -9,8 +10,8 @@ import type { LockTarget } from './node-ops.js'
 import { Redlock } from './redlock.js'
 
 export interface RedisLockOptions extends LockManagerOptions {
-  /** A standalone or Redis Cluster ioredis client. */
-  client: RedisClient
+  /** A standalone or Cluster client: ioredis, or node-redis v5 connected first (docs/locks.md "Clients"). */
+  client: KunciClient
   /**
    * After each grant, `WAIT replicas timeoutMs` for replica acknowledgement. Best effort: it
    * narrows the window in which a failover loses the lock, it does not close it (see docs/locks.md).
@@ -31,7 +32,8 @@ export class RedisLock extends Redlock {
   constructor(options: RedisLockOptions) {
     if (options === null || typeof options !== 'object')
       throw new InvalidOptionError('options', 'expected { client }')
-    const { client, waitForReplicas, ...rest } = options
+    const { client: given, waitForReplicas, ...rest } = options
+    const client = toRedisClient(given, 'client')
     super({ ...rest, clients: [client] })
     this.#client = client
     if (waitForReplicas !== undefined) {

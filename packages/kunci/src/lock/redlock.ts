@@ -6,7 +6,7 @@ import {
   LockNotAcquiredError,
   LockUnavailableError,
 } from '../errors.js'
-import type { RedisClient } from '../redis/lua-script.js'
+import type { KunciClient } from '../redis/client.js'
 import {
   ACQUIRED_CHANNEL,
   CONTENTION_CHANNEL,
@@ -29,7 +29,7 @@ import {
   resolveManagerOptions,
   type UsingOptions,
 } from './lock-options.js'
-import { buildTarget, checkClients } from './lock-target.js'
+import { buildTarget, resolveClients } from './lock-target.js'
 import { NodeLink } from './node-link.js'
 import {
   type AttemptResult,
@@ -45,8 +45,11 @@ import { randomToken } from './tokens.js'
 import { runUsing } from './using.js'
 
 export interface RedlockOptions extends LockManagerOptions {
-  /** One ioredis client per independent Redis master (not replicas of each other). */
-  clients: readonly RedisClient[]
+  /**
+   * One client per independent Redis master (not replicas of each other): ioredis `Redis`, or
+   * node-redis v5 `createClient()` connected first (see "Clients" in docs/locks.md).
+   */
+  clients: readonly KunciClient[]
 }
 
 /** Poll interval of a caller queued on the nodes (a release wakes it; this is the safety net). */
@@ -78,10 +81,10 @@ export class Redlock implements LockOwner {
     if (options === null || typeof options !== 'object') {
       throw new InvalidOptionError('options', 'expected an object with at least { clients }')
     }
-    checkClients(options.clients)
+    const clients = resolveClients(options.clients)
     this.options = resolveManagerOptions(options)
     const o = this.options
-    this.#links = options.clients.map((c, i) => new NodeLink(i, c, o))
+    this.#links = clients.map((c, i) => new NodeLink(i, c, o))
     this.quorum = quorumOf(this.#links.length)
     this.nodes = {
       links: this.#links,
@@ -89,7 +92,7 @@ export class Redlock implements LockOwner {
       nodeTimeoutMs: o.nodeTimeoutMs,
       clock: new FenceClock(),
     }
-    this.#notifier = new ReleaseNotifier(options.clients, this.#waiterId)
+    this.#notifier = new ReleaseNotifier(clients, this.#waiterId)
   }
 
   /**
