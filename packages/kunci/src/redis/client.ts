@@ -43,18 +43,18 @@ export function toRedisClient(value: unknown, option: string, label = option): R
   if (isNodeRedis(value)) {
     const known = wrapped.get(value)
     if (known) return known
+    if (respVersion(value) !== 2) {
+      throw new InvalidOptionError(
+        option,
+        `${label}: the node-redis client speaks RESP3: create it with RESP: 2 (the default), as kunci reads RESP2 replies.`,
+      )
+    }
     const c = value as { isOpen: boolean }
     if (!c.isOpen) {
       throw new InvalidOptionError(
         option,
         `${label}: the node-redis client is not connected: call \`await client.connect()\` before ` +
           'handing it to kunci (kunci never opens or closes the clients it is given).',
-      )
-    }
-    if (respVersion(value) !== 2) {
-      throw new InvalidOptionError(
-        option,
-        `${label}: the node-redis client speaks RESP3: create it with RESP: 2 (the default), as kunci reads RESP2 replies.`,
       )
     }
     // The wrappers carry the subset of ioredis' API the internals call (see the adapter).
