@@ -57,10 +57,11 @@ describe.each(CLIENT_KINDS)('Redlock with $name clients', ({ name, make }) => {
     const b = await manager()
     const lock = await a.acquire('flow', { ttlMs: 1000 })
     expect(lock.isHeld).toBe(true)
-    expect((await holders('flow')).filter((v) => v?.startsWith(lock.token))).toHaveLength(3)
+    // A quorum holds it (the third node may have been slower than nodeTimeoutMs on a loaded machine).
+    expect((await holders('flow')).filter((v) => v?.startsWith(lock.token)).length).toBeGreaterThanOrEqual(2)
     await lock.extend(5000)
-    const pttl = await probes[0]!.pttl(`${prefix}{flow}`)
-    expect(pttl).toBeGreaterThan(1000)
+    const pttls = await Promise.all(probes.map((p) => p.pttl(`${prefix}{flow}`)))
+    expect(pttls.filter((t) => t > 1000).length).toBeGreaterThanOrEqual(2)
     // b is refused while a holds, then woken (pub/sub on b's own subscriber connections).
     await expect(b.acquire('flow', { retryCount: 0 })).rejects.toMatchObject({ code: 'E_LOCK_NOT_ACQUIRED' })
     // b queues on the nodes, then a's release wakes it through b's subscriber connections: well
