@@ -139,7 +139,15 @@ export class Bus {
     let outstanding = false
     this.#heartbeat = setInterval(() => {
       if (conn !== this.#conn) return
-      if (outstanding) return this.#lost(conn, 'heartbeat timed out')
+      // The reply may be sitting unread: when this process ran without yielding to I/O for a
+      // whole period (a burst of L1 hits resolves in microtasks alone), the timer can fire again
+      // before the poll phase. So judge after that phase (setImmediate), not before it.
+      if (outstanding) {
+        setImmediate(() => {
+          if (outstanding && conn === this.#conn) this.#lost(conn, 'heartbeat timed out')
+        })
+        return
+      }
       outstanding = true
       conn.ping().then(
         () => {
