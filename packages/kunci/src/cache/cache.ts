@@ -11,7 +11,7 @@ import type { RedisClient } from '../redis/lua-script.js'
 import { Bus, type BusMessageType, busMessage, newInstanceId } from './bus.js'
 import type { CacheEventName, CacheListener } from './cache-events.js'
 import { CacheEmitter } from './cache-events.js'
-import { busChannel, entryKeys, entryPattern } from './cache-keys.js'
+import { busChannel, entryKeys, entryPattern, valueKey } from './cache-keys.js'
 import type {
   CacheOptions,
   EntryOptions,
@@ -20,9 +20,10 @@ import type {
 } from './cache-options.js'
 import { resolveCacheOptions, resolveEntryOptions } from './cache-options.js'
 import { EntryCodec, type Found } from './entry-codec.js'
-import { L1 } from './l1.js'
+import { L1, type L1Entry } from './l1.js'
 import { type Loader, ReadThrough } from './read-through.js'
-import { deleteEntry } from './stampede.js'
+import { deleteEntry, shouldRefreshEarly } from './stampede.js'
+import { type ReadValue, valueReader } from './value-reader.js'
 import { Waiters } from './waiters.js'
 
 export interface GetOrSetOptions<T> extends EntryOptions {
@@ -40,6 +41,7 @@ export interface SetOptions<T> extends Pick<EntryOptions, 'ttlMs' | 'graceMs' | 
 export class Cache {
   readonly #o: ResolvedCacheOptions
   readonly #client: RedisClient
+  readonly #readValue: ReadValue
   readonly #id = newInstanceId()
   readonly #channel: string
   readonly #events = new CacheEmitter()
@@ -53,6 +55,7 @@ export class Cache {
   constructor(options: CacheOptions) {
     this.#o = resolveCacheOptions(options)
     this.#client = this.#o.client
+    this.#readValue = valueReader(this.#client)
     this.#channel = busChannel(this.#o.prefix)
     this.#codec = new EntryCodec(this.#o.serializer, this.#o.l1Serialize, this.#events)
     this.#l1 = this.#o.l1MaxEntries > 0 ? new L1(this.#o.l1MaxEntries) : undefined
@@ -69,6 +72,7 @@ export class Cache {
     })
     this.#reads = new ReadThrough({
       client: this.#client,
+      readValue: this.#readValue,
       options: this.#o,
       id: this.#id,
       channel: this.#channel,
@@ -126,10 +130,17 @@ export class Cache {
     } catch (err) {
       return Promise.reject(err)
     }
-    const hit = this.#fromL1<T>(key)
-    if (hit !== undefined) {
-      this.#reads.refreshEarly(key, options.loader, opts, hit)
-      return Promise.resolve(hit.value as T)
+    const e = this.#l1Entry(key)
+    if (e !== undefined) {
+      // The XFetch draw reads the entry itself: a hit builds no Found unless it refreshes.
+      const now = Date.now()
+      if (now < e.expiresAt) {
+        if (this.#events.has('hit')) this.#events.emit('hit', { key, tier: 'l1' })
+        if (shouldRefreshEarly(now, e.expiresAt, e.deltaMs, opts.beta)) {
+          this.#reads.startEarlyRefresh(key, options.loader, opts, this.#codec.fromL1<T>(e), now)
+        }
+        return Promise.resolve(this.#codec.valueFromL1<T>(e) as T)
+      }
     }
     return this.#reads.getOrSet(key, options.loader, opts)
   }
@@ -143,7 +154,7 @@ export class Cache {
     const mark = this.#l1?.mark() ?? 0
     let raw: string | null
     try {
-      raw = await this.#client.get(entryKeys(this.#o.prefix, key).value)
+      raw = await this.#readValue(valueKey(this.#o.prefix, key))
     } catch (err) {
       throw new CacheUnavailableError(key, 'get', { cause: err })
     }
@@ -219,9 +230,13 @@ export class Cache {
     await this.#bus.close()
   }
 
+  /** The L1 entry of `key`, fresh or not, when L1 may be used (bus up). */
+  #l1Entry(key: string): L1Entry | undefined {
+    return this.#l1 === undefined || !this.#bus.up ? undefined : this.#l1.get(key)
+  }
+
   #fromL1<T>(key: string): Found<T> | undefined {
-    if (this.#l1 === undefined || !this.#bus.up) return undefined
-    const e = this.#l1.get(key)
+    const e = this.#l1Entry(key)
     if (e === undefined || e.expiresAt <= Date.now()) return undefined
     if (this.#events.has('hit')) this.#events.emit('hit', { key, tier: 'l1' })
     return this.#codec.fromL1<T>(e)

@@ -6,9 +6,10 @@
 import { CacheSerializeError } from '../errors.js'
 import type { CacheEmitter } from './cache-events.js'
 import type { ResolvedEntryOptions } from './cache-options.js'
+import { copyJson } from './json-copy.js'
 import type { L1Entry } from './l1.js'
 import type { HeaderFields, Serializer } from './serializer.js'
-import { encodeEntry, parseHeader } from './serializer.js'
+import { encodeEntry, jsonSerializer, parseHeader } from './serializer.js'
 
 /** A decoded entry: `value` is `undefined` for a cached "not found". */
 export interface Found<T> {
@@ -31,12 +32,15 @@ export class EntryCodec {
   readonly #serializer: Serializer
   readonly #events: CacheEmitter
   readonly #l1Serialize: boolean
+  /** The default JSON serializer: an L1 hit copies a parsed value instead of parsing (json-copy.ts). */
+  readonly #json: boolean
   // Reused by every decode: the header is copied out before the next one can run.
   readonly #header: HeaderFields = { kind: 'v', expiresAt: 0, graceMs: 0, deltaMs: 0, payloadStart: 0 }
 
   constructor(serializer: Serializer, l1Serialize: boolean, events: CacheEmitter) {
     this.#serializer = serializer
     this.#l1Serialize = l1Serialize
+    this.#json = serializer === jsonSerializer
     this.#events = events
   }
 
@@ -97,22 +101,38 @@ export class EntryCodec {
       staleUntil: found.staleUntil,
       deltaMs: found.deltaMs,
       data: this.#l1Serialize ? found.payload : found.value,
+      parsed: undefined,
     }
   }
 
   fromL1<T>(e: L1Entry): Found<T> {
-    const value =
-      e.kind === 'n'
-        ? undefined
-        : this.#l1Serialize
-          ? (this.#serializer.deserialize(e.data as string) as T)
-          : (e.data as T)
     return {
-      value,
+      value: this.valueFromL1<T>(e),
       expiresAt: e.expiresAt,
       staleUntil: e.staleUntil,
       deltaMs: e.deltaMs,
       payload: this.#l1Serialize ? (e.data as string) : '',
+    }
+  }
+
+  /**
+   * The value of an L1 entry for one caller: its own object when L1 serialises. With the JSON
+   * serializer, a copy of the entry's parsed value (the same as parsing the text again, ≈10×
+   * cheaper); with another serializer, `deserialize` as before.
+   */
+  valueFromL1<T>(e: L1Entry): T | undefined {
+    if (e.kind === 'n') return undefined
+    if (!this.#l1Serialize) return e.data as T
+    if (!this.#json) return this.#serializer.deserialize(e.data as string) as T
+    let parsed = e.parsed
+    if (parsed === undefined) parsed = e.parsed = JSON.parse(e.data as string)
+    // A primitive is immutable: every caller can have it as is.
+    if (typeof parsed !== 'object' || parsed === null) return parsed as T
+    try {
+      return copyJson(parsed) as T
+    } catch {
+      // Nested deeper than the stack allows a recursive copy: JSON.parse does not recurse.
+      return JSON.parse(e.data as string) as T
     }
   }
 }

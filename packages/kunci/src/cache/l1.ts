@@ -16,6 +16,11 @@ export interface L1Entry {
   readonly deltaMs: number
   /** Serialised payload (when L1 serialises) or the value itself. */
   readonly data: unknown
+  /**
+   * With the JSON serializer: `data` parsed on the first hit, never handed out, only copied
+   * (entry-codec.ts). `undefined` until then (JSON.parse never returns undefined).
+   */
+  parsed?: unknown
 }
 
 // Invalidation bookkeeping is dropped (and every older fill refused) beyond these sizes.

@@ -17,6 +17,7 @@ import type { ResolvedCacheOptions, ResolvedEntryOptions } from './cache-options
 import type { EntryCodec, Found } from './entry-codec.js'
 import { fetchOrLease, keepLease, releaseLease, shouldRefreshEarly, writeEntry } from './stampede.js'
 import { settleWithin, sleepUnless } from './timeouts.js'
+import type { ReadValue } from './value-reader.js'
 import type { Waiters } from './waiters.js'
 
 export interface LoaderContext<T> {
@@ -33,6 +34,8 @@ export type Loader<T> = (context: LoaderContext<T>) => T | undefined | Promise<T
 /** What the read path needs from the cache that owns it. */
 export interface ReadThroughContext {
   readonly client: RedisClient
+  /** The GET of a hit (value-reader.ts). */
+  readonly readValue: ReadValue
   readonly options: ResolvedCacheOptions
   /** Instance id: in lease tokens and bus messages. */
   readonly id: string
@@ -77,7 +80,7 @@ export class ReadThrough {
     const deadline = Date.now() + opts.hardTimeoutMs
     const prefix = this.#c.options.prefix
     const mark = this.#c.l1Mark()
-    return this.#c.client.get(valueKey(prefix, key)).then(
+    return this.#c.readValue(valueKey(prefix, key)).then(
       (raw) => {
         const found = raw === null ? undefined : this.#c.codec.decode<T>(key, raw)
         const now = Date.now()
@@ -279,7 +282,19 @@ export class ReadThrough {
     found: Found<T>,
     now = Date.now(),
   ): void {
-    if (!shouldRefreshEarly(now, found.expiresAt, found.deltaMs, opts.beta)) return
+    if (shouldRefreshEarly(now, found.expiresAt, found.deltaMs, opts.beta)) {
+      this.startEarlyRefresh(key, loader, opts, found, now)
+    }
+  }
+
+  /** Refreshes `key` ahead of its expiry; the XFetch draw said so (see `shouldRefreshEarly`). */
+  startEarlyRefresh<T>(
+    key: string,
+    loader: Loader<T>,
+    opts: ResolvedEntryOptions,
+    found: Found<T>,
+    now: number,
+  ): void {
     if (this.#refreshing.has(key) || this.#c.isClosed()) return
     this.#refreshing.add(key)
     this.#c.events.emit('early-refresh', { key })
