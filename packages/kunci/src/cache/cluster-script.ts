@@ -9,62 +9,26 @@
  * the cache fell back to loading without protection (failOpen): one loader call per process
  * instead of one in the fleet (test/integration/cache-cluster-reads.test.ts shows it).
  *
- * So on such a client the command is built as ioredis builds it for `evalsha` (utf8 replies,
- * the client's keyPrefix) and given to the Cluster's public `sendCommand`, which routes it by
- * its real keys and follows MOVED/ASK as usual; NOSCRIPT falls back to EVAL the same way.
- * ioredis' `Command` class comes from the ioredis that kunci resolves, used only when the client
- * belongs to that copy (its mixins hide the class from `client.constructor`). Any other client
- * (standalone, no auto-pipelining, another ioredis copy, node-redis) takes `runScript`.
+ * So on such a client the command goes to the Cluster's public `sendCommand` (ioredis-command.ts),
+ * which routes it by its real keys and follows MOVED/ASK as usual; NOSCRIPT falls back to EVAL
+ * the same way. Any other client (standalone, no auto-pipelining, another ioredis copy,
+ * node-redis) takes `runScript`.
  */
-import { createRequire } from 'node:module'
 import { isClusterClient, type LuaScript, type RedisClient, runScript } from '../redis/lua-script.js'
 import { isNoScriptError } from '../redis/reply-error.js'
+import { commandSender, type SendCommand } from './ioredis-command.js'
 
-type CommandClass = new (
-  name: string,
-  args: readonly (string | number)[],
-  options: { replyEncoding?: string; keyPrefix?: string; errorStack?: Error },
-) => { promise: Promise<unknown> }
+const senders = new WeakMap<object, SendCommand | null>()
 
-interface IoredisModule {
-  Cluster?: abstract new (...args: never[]) => unknown
-  Command?: CommandClass
-}
-
-let ioredis: IoredisModule | null | undefined
-const routed = new WeakMap<object, boolean>()
-
-/** Whether `client` is an auto-pipelining Cluster of the ioredis copy kunci resolves. */
-function needsOwnRouting(client: RedisClient): boolean {
-  let yes = routed.get(client)
-  if (yes !== undefined) return yes
-  if (ioredis === undefined) {
-    try {
-      ioredis = createRequire(import.meta.url)('ioredis') as IoredisModule
-    } catch {
-      ioredis = null // only node-redis installed: nothing to route around
-    }
-  }
+/** The raw sender for an auto-pipelining Cluster of kunci's ioredis; null for any other client. */
+function ownRouting(client: RedisClient): SendCommand | null {
+  let send = senders.get(client)
+  if (send !== undefined) return send
   const options = (client as { options?: { enableAutoPipelining?: boolean } }).options
-  yes =
-    isClusterClient(client) &&
-    options?.enableAutoPipelining === true &&
-    typeof ioredis?.Cluster === 'function' &&
-    typeof ioredis.Command === 'function' &&
-    client instanceof ioredis.Cluster
-  routed.set(client, yes)
-  return yes
-}
-
-function send(client: RedisClient, name: 'evalsha' | 'eval', args: (string | number)[]): Promise<unknown> {
-  const o = (client as { options: { keyPrefix?: string; showFriendlyErrorStack?: boolean } }).options
-  const command = new ioredis!.Command!(name, args, {
-    replyEncoding: 'utf8',
-    keyPrefix: o.keyPrefix,
-    errorStack: o.showFriendlyErrorStack ? new Error() : undefined,
-  })
-  ;(client as unknown as { sendCommand(c: unknown): unknown }).sendCommand(command)
-  return command.promise
+  send =
+    isClusterClient(client) && options?.enableAutoPipelining === true ? (commandSender(client) ?? null) : null
+  senders.set(client, send)
+  return send
 }
 
 /** EVALSHA of `script`, EVAL after NOSCRIPT, routed by its keys on any client. */
@@ -74,9 +38,10 @@ export function runCacheScript(
   keys: readonly string[],
   args: readonly (string | number)[],
 ): Promise<unknown> {
-  if (!needsOwnRouting(client)) return runScript(client, script, keys, args)
-  return send(client, 'evalsha', [script.sha, keys.length, ...keys, ...args]).catch((err: unknown) => {
+  const send = ownRouting(client)
+  if (send === null) return runScript(client, script, keys, args)
+  return send('evalsha', [script.sha, keys.length, ...keys, ...args]).catch((err: unknown) => {
     if (!isNoScriptError(err)) throw err
-    return send(client, 'eval', [script.source, keys.length, ...keys, ...args])
+    return send('eval', [script.source, keys.length, ...keys, ...args])
   })
 }
