@@ -65,6 +65,8 @@ describe.each([
     expect(gets.filter((s) => s.viaPipeline)).toEqual([])
     // The values were written and read under the client's keyPrefix.
     const raw = newClient({})
-    expect(await raw.exists(`${options.keyPrefix ?? ''}${valueKey(prefix, keys[0]!)}`)).toBe(1)
+    expect(
+      await raw.exists(`${(options as RedisOptions).keyPrefix ?? ''}${valueKey(prefix, keys[0]!)}`),
+    ).toBe(1)
   })
 })
