@@ -21,6 +21,8 @@ export interface Target {
 export interface Contender {
   getOrSet<T>(key: string, loader: () => Promise<T>): Promise<T>
   close(): Promise<void>
+  /** kunci only, for profile.ts: bus drops so far (L1 is cleared and bypassed until the bus is back). */
+  readonly counters?: { busDrops: number }
 }
 
 export type ContenderName =
@@ -75,7 +77,10 @@ export async function createContender(
         l1Serialize: name !== 'kunci+L1 by-ref',
       })
       if (name !== 'kunci') await until(() => cache.busConnected)
+      const counters = { busDrops: 0 }
+      cache.on('bus-drop', () => counters.busDrops++)
       return {
+        counters,
         getOrSet: (key, loader) => cache.getOrSet({ key, loader }),
         close: async () => {
           await cache.close()

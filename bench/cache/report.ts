@@ -9,6 +9,8 @@ export interface HitSample {
   p99Us: number
   /** Loader calls during the sample: 0 means every call was a hit. */
   loads: number
+  /** The slowest call of the sample (absent in runs before issue 9). */
+  maxUs?: number
 }
 
 export interface StormSample {
@@ -37,11 +39,28 @@ function median(xs: number[]): number {
 }
 
 const int = (n: number) => Math.round(n).toLocaleString('en-US')
+/** Median (max) over the repetitions of each sample's slowest call, in ms. */
+const slowest = (s: HitSample[]) => {
+  const xs = s.flatMap((x) => (x.maxUs === undefined ? [] : [x.maxUs / 1000]))
+  return xs.length === 0 ? '–' : `${median(xs).toFixed(1)} (${Math.max(...xs).toFixed(1)})`
+}
 const range = (xs: number[]) => `${int(median(xs))} (${int(Math.min(...xs))}–${int(Math.max(...xs))})`
 
-export function formatResults(env: Env, hits: HitSample[], storms: StormSample[]): string {
+/** Hand-written notes between these markers survive a re-render (run.ts keeps them). */
+export const PREFACE_START = '<!-- notes: kept when this page is re-rendered -->'
+export const PREFACE_END = '<!-- /notes -->'
+
+/** The hand-written notes of an existing RESULTS.md, markers included, or ''. */
+export function prefaceOf(markdown: string): string {
+  const start = markdown.indexOf(PREFACE_START)
+  const end = markdown.indexOf(PREFACE_END)
+  return start >= 0 && end > start ? markdown.slice(start, end + PREFACE_END.length) : ''
+}
+
+export function formatResults(env: Env, hits: HitSample[], storms: StormSample[], preface = ''): string {
   const lines: string[] = []
   lines.push('# Cache benchmark results', '')
+  if (preface !== '') lines.push(preface, '')
   lines.push('Reproduce (from the repository root, nothing else running):', '')
   const p = env.params
   lines.push(
@@ -73,13 +92,16 @@ export function formatResults(env: Env, hits: HitSample[], storms: StormSample[]
   for (const target of ['standalone', 'cluster'] as const) {
     lines.push(`## Hits on ${target === 'standalone' ? 'a standalone Redis' : 'a 3+3 Redis Cluster'}`, '')
     lines.push('Median (min–max) over the repetitions.', '')
-    lines.push('| contender | hit throughput, ops/s | hit p99, µs | loader calls while measuring |')
-    lines.push('|---|---:|---:|---:|')
+    lines.push(
+      '| contender | hit throughput, ops/s | hit p99, µs | slowest hit, ms | loader calls while measuring |',
+    )
+    lines.push('|---|---:|---:|---:|---:|')
     const names = [...new Set(hits.filter((h) => h.target === target).map((h) => h.contender))]
     for (const name of names) {
       const s = hits.filter((h) => h.target === target && h.contender === name)
       lines.push(
-        `| ${name} | ${range(s.map((x) => x.ops))} | ${range(s.map((x) => x.p99Us))} | ${s.reduce((a, x) => a + x.loads, 0)} |`,
+        `| ${name} | ${range(s.map((x) => x.ops))} | ${range(s.map((x) => x.p99Us))} | ` +
+          `${slowest(s)} | ${s.reduce((a, x) => a + x.loads, 0)} |`,
       )
     }
     lines.push('', ...targetChecks(target, hits), '')
@@ -120,17 +142,16 @@ const NOTES = [
     'cache-manager uses @keyv/redis, i.e. node-redis, which pipelines commands of one tick by default. ' +
     'bentocache runs without its bus (one process; the bus adds no work to a hit). TTLs are 10 minutes, so ' +
     'no refresh happens while measuring (the loader-call column checks it).',
-  '- L1 rows: `kunci+L1` and `bentocache+L1` use each library’s default, which serialises L1 entries and ' +
-    'deserialises (JSON.parse) on every hit so callers never share an object; the `by-ref` rows keep the ' +
-    'objects (`l1Serialize: false`, bentocache `serialize: false`).',
-  '- Why a target can be missed here: (1) L2: kunci’s own code costs ≈0.8 µs of CPU per hit on top of a raw ' +
-    'ioredis `GET` + `JSON.parse` (≈7 µs; measured with `process.cpuUsage`), and a CPU profile of cluster hits ' +
-    'shows the Node process ~40 % idle with under 3 % of samples in kunci: the limits are the redis-server ' +
-    'processes sharing 2 cores with the client, and ioredis (kunci, bentocache) against node-redis ' +
-    '(cache-manager), which writes more commands per syscall and has the lower p99 in every run. The ' +
-    'kunci/cache-manager ratio moves from about 0.8 to 1.2 between runs on this machine. (2) L1 with the ' +
-    'default serialising L1: `JSON.parse` of the value costs about 1 µs and caps a hit at ~0.6–0.8 M ops/s in ' +
-    'this harness; by reference the same path reaches ~1.7–2.1 M ops/s.',
+  '- L1 rows: `kunci+L1` and `bentocache+L1` use each library’s default, which serialises L1 entries so ' +
+    'callers never share an object (kunci since issue 9: parses an entry once and hands each hit a deep copy ' +
+    'of it; bentocache: JSON.parse per hit); the `by-ref` rows keep the objects (`l1Serialize: false`, ' +
+    'bentocache `serialize: false`).',
+  '- Slowest hit: the median over the repetitions of each sample’s slowest call, and in brackets the worst. ' +
+    'An L1 hit resolves in microtasks alone, so 64 callers never yield to the event loop during an L1 sample: ' +
+    'only a GC pause or the OS not scheduling the process (2 shared cores) can make one slow, and then all 64 ' +
+    'callers stall together (bench/cache/profile.ts reports each stall with the process CPU it got).',
+  '- Why a target can be missed here: the redis-server processes share the 2 cores with the client, so L2 ' +
+    'numbers move by ±20 % between runs; see the profile in the "Issue 9" notes above for where a hit’s time goes.',
   '- Storm: each process connects and warms up before a common start signal; loader calls are counted with ' +
     'INCR in Redis by the loader itself.',
   '',

@@ -26,7 +26,7 @@ import {
   ioredisClient,
   type Target,
 } from './contenders.js'
-import { type Env, formatResults, type HitSample, type StormSample } from './report.js'
+import { type Env, formatResults, type HitSample, prefaceOf, type StormSample } from './report.js'
 
 const { values: args } = parseArgs({
   options: {
@@ -37,13 +37,22 @@ const { values: args } = parseArgs({
     render: { type: 'string' },
   },
 })
+const RESULTS = new URL('./RESULTS.md', import.meta.url)
+/** The hand-written notes of the current RESULTS.md, kept on top of the new tables. */
+function keptPreface(): string {
+  try {
+    return prefaceOf(readFileSync(RESULTS, 'utf8'))
+  } catch {
+    return ''
+  }
+}
 if (args.render !== undefined) {
   const saved = JSON.parse(readFileSync(args.render, 'utf8')) as {
     env: Env
     hits: HitSample[]
     storms: StormSample[]
   }
-  writeFileSync(new URL('./RESULTS.md', import.meta.url), formatResults(saved.env, saved.hits, saved.storms))
+  writeFileSync(RESULTS, formatResults(saved.env, saved.hits, saved.storms, keptPreface()))
   process.exit(0)
 }
 const REPS = Number(args.reps)
@@ -65,7 +74,10 @@ const productFor = (key: string) => ({
   updatedAt: '2026-01-01T00:00:00.000Z',
 })
 
-async function sample(c: Contender, seconds: number): Promise<{ ops: number; p99Us: number; loads: number }> {
+async function sample(
+  c: Contender,
+  seconds: number,
+): Promise<{ ops: number; p99Us: number; maxUs: number; loads: number }> {
   const lat: number[] = []
   const loadsBefore = loaderCalls
   const loader = async () => {
@@ -89,6 +101,7 @@ async function sample(c: Contender, seconds: number): Promise<{ ops: number; p99
   return {
     ops: (lat.length / elapsed) * 1000,
     p99Us: (lat[Math.floor(lat.length * 0.99)] ?? 0) * 1000,
+    maxUs: (lat.at(-1) ?? 0) * 1000,
     loads: loaderCalls - loadsBefore,
   }
 }
@@ -108,7 +121,7 @@ async function hitPhase(target: Target, run: string): Promise<HitSample[]> {
       const r = await sample(live.get(name)!, SECONDS)
       out.push({ target: target.kind, contender: name, rep, ...r })
       console.info(
-        `${target.kind} ${name} rep ${rep}: ${Math.round(r.ops)} ops/s, p99 ${Math.round(r.p99Us)} µs`,
+        `${target.kind} ${name} rep ${rep}: ${Math.round(r.ops)} ops/s, p99 ${Math.round(r.p99Us)} µs, max ${Math.round(r.maxUs)} µs`,
       )
     }
   }
@@ -191,8 +204,8 @@ try {
       stormReps: STORM_REPS,
     },
   }
-  const md = formatResults(env, hits, storms)
-  writeFileSync(new URL('./RESULTS.md', import.meta.url), md)
+  const md = formatResults(env, hits, storms, keptPreface())
+  writeFileSync(RESULTS, md)
   // Raw samples beside the other benchmarks' results, so runs can be compared later.
   const raw = new URL(`../results/cache-${env.date.slice(0, 10)}-${env.commit}.json`, import.meta.url)
   writeFileSync(raw, JSON.stringify({ env, hits, storms }, null, 2) + '\n')
