@@ -13,9 +13,8 @@
  *      holder died, its lease expires and the next cache-fetch hands the lease to a waiter.
  */
 import { UnexpectedReplyError } from '../errors.js'
-import { loadScript, type RedisClient } from '../redis/lua-script.js'
+import { loadScript, type RedisClient, runScript } from '../redis/lua-script.js'
 import type { EntryKeys } from './cache-keys.js'
-import { runCacheScript as runScript } from './cluster-script.js'
 
 const FETCH = loadScript(new URL('./scripts/cache-fetch.lua', import.meta.url))
 const WRITE = loadScript(new URL('./scripts/cache-write.lua', import.meta.url))

@@ -22,8 +22,8 @@
  * call that ioredis still holds in its auto-pipeline. An awaited write always comes first.
  */
 import { keySlot } from '../cluster/slot.js'
+import { commandSender } from '../redis/ioredis-command.js'
 import { isClusterClient, type RedisClient } from '../redis/lua-script.js'
-import { commandSender } from './ioredis-command.js'
 
 export type ReadValue = (key: string) => Promise<string | null>
 

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import type { Cluster, Redis } from 'ioredis'
+import { commandSender, type SendCommand } from './ioredis-command.js'
 import { isNoScriptError } from './reply-error.js'
 
 /** A standalone client or a Cluster client: kunci accepts both wherever one node is meant. */
@@ -71,6 +71,13 @@ export function runScript(
   args: readonly (string | number)[],
 ): Promise<unknown> {
   // Not async/await: this sits on every lock operation, and each await is another promise.
+  const send = ownSender(client, false)
+  if (send !== null) {
+    return send('evalsha', [script.sha, keys.length, ...keys, ...args]).catch((err: unknown) => {
+      if (!isNoScriptError(err)) throw err
+      return send('eval', [script.source, keys.length, ...keys, ...args])
+    })
+  }
   return client.evalsha(script.sha, keys.length, ...keys, ...args).catch((err: unknown) => {
     if (!isNoScriptError(err)) throw err
     return client.eval(script.source, keys.length, ...keys, ...args)
@@ -90,71 +97,49 @@ export function runScriptTo(
   onReply: (reply: unknown) => void,
   onError: (err: Error) => void,
 ): void {
-  const direct = directSender(client)
-  const sent = direct
-    ? direct(client, 'evalsha', [script.sha, keys.length, ...keys, ...args])
-    : client.evalsha(script.sha, keys.length, ...keys, ...args)
-  sent.then(onReply, (err: Error) => {
+  const send = ownSender(client, true)
+  if (send !== null) {
+    send('evalsha', [script.sha, keys.length, ...keys, ...args]).then(onReply, (err: Error) => {
+      if (!isNoScriptError(err)) return onError(err)
+      send('eval', [script.source, keys.length, ...keys, ...args]).then(onReply, onError)
+    })
+    return
+  }
+  client.evalsha(script.sha, keys.length, ...keys, ...args).then(onReply, (err: Error) => {
     if (!isNoScriptError(err)) return onError(err)
     client.eval(script.source, keys.length, ...keys, ...args).then(onReply, onError)
   })
 }
 
-type CommandClass = new (
-  name: string,
-  args: readonly (string | number)[],
-  options: { replyEncoding?: string; keyPrefix?: string; errorStack?: Error },
-) => { promise: Promise<unknown> }
-type DirectSend = (client: RedisClient, name: string, args: readonly (string | number)[]) => Promise<unknown>
-
-const directSenders = new WeakMap<object, DirectSend | null>()
-let ioredisModule: { Redis?: unknown; Command?: CommandClass } | null | undefined
+const ownSenders = new WeakMap<object, SendCommand | null>()
 
 /**
- * A way around ioredis' auto-pipelining for the lock path, on a standalone client that has it on.
- * The lock path already packs the requests of one tick into one script call per node, so the
- * auto-pipeline only wraps that single call in a Pipeline object, a queue per tick and a
- * `process.nextTick` per reply: at concurrency 1 that cost ~20 % more client CPU per
- * acquire+release and ~20 % fewer operations per second (bench/RESULTS.md, issue 9). The command
- * is built the way ioredis builds it for `evalsha` (utf8 replies, the client's keyPrefix) and
- * sent with the public `sendCommand`. ioredis' `Command` class is taken from the ioredis that
- * kunci resolves, and used only if the client is an instance of that same copy (ioredis'
- * mixins hide the class from `client.constructor`). Anything else (another copy or major
- * version, a node-redis adapter) and Cluster clients, whose auto-pipeline groups the calls of
- * several slots bound for one node into one write (which does help), keep the ordinary call.
+ * How kunci sends its script calls on an ioredis client with `enableAutoPipelining`: around the
+ * auto-pipeline, as one command given to the client's public `sendCommand` (ioredis-command.ts).
+ *
+ * - **Cluster: correctness.** ioredis files an auto-pipelined command under the slot of its first
+ *   argument, taken as a key. For EVALSHA/EVAL that is the SHA or the source, not a key: every
+ *   script call of a tick lands in one pipeline whatever its keys, and ioredis refuses the whole
+ *   pipeline as soon as they live on two masters ("All keys in the pipeline should belong to the
+ *   same slots allocation group"). Locks and cache leases on two masters in one tick failed so.
+ *   `sendCommand` routes by the real keys and follows MOVED/ASK as usual.
+ * - **Standalone, lock path only (`direct`): speed.** The lock path already packs one tick's
+ *   requests into one script call per node; the auto-pipeline only wrapped it in a Pipeline, a
+ *   per-tick queue and a `nextTick` per reply, ~30 % more client CPU per acquire+release at
+ *   concurrency 1 (bench/RESULTS.md). The cache's standalone script calls keep the auto-pipeline,
+ *   which merges a tick's calls into one write.
+ *
+ * Clients of another ioredis copy or major version, and node-redis adapters, keep their
+ * ordinary methods (on such a Cluster with auto-pipelining the ioredis bug above remains:
+ * docs/locks.md says to turn auto-pipelining off there).
  */
-function directSender(client: RedisClient): DirectSend | null {
-  let send = directSenders.get(client)
-  if (send !== undefined) return send
-  send = null
-  if (ioredisModule === undefined) {
-    try {
-      ioredisModule = createRequire(import.meta.url)('ioredis') as typeof ioredisModule
-    } catch {
-      ioredisModule = null
-    }
+function ownSender(client: RedisClient, direct: boolean): SendCommand | null {
+  if (!isClusterClient(client) && !direct) return null
+  let send = ownSenders.get(client)
+  if (send === undefined) {
+    const options = (client as { options?: { enableAutoPipelining?: boolean } }).options
+    send = options?.enableAutoPipelining === true ? (commandSender(client) ?? null) : null
+    ownSenders.set(client, send)
   }
-  const Redis = ioredisModule?.Redis
-  const Command = ioredisModule?.Command
-  const options = (client as { options?: { enableAutoPipelining?: boolean } }).options
-  if (
-    !isClusterClient(client) &&
-    options?.enableAutoPipelining === true &&
-    typeof Redis === 'function' &&
-    typeof Command === 'function' &&
-    client instanceof Redis
-  ) {
-    send = (c, name, args) => {
-      const o = (c as Redis).options
-      const command = new Command(name, args, {
-        replyEncoding: 'utf8',
-        keyPrefix: o.keyPrefix,
-        errorStack: o.showFriendlyErrorStack ? new Error() : undefined,
-      })
-      ;(c as Redis).sendCommand(command as never)
-      return command.promise
-    }
-  }
-  directSenders.set(client, send)
   return send
 }

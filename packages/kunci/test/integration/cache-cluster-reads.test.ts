@@ -149,7 +149,7 @@ describe.each([
     expect([...loads.values()].every((n) => n === 1)).toBe(true)
     expect(stale).toEqual([{ key: 'stale', reason: 'refreshing' }])
     // Nothing fell back to loading without protection: with auto-pipelining, the lease calls of
-    // one tick on three masters once failed as one refused pipeline (cluster-script.ts).
+    // one tick on three masters once failed as one refused pipeline (redis/lua-script.ts).
     expect(errors).toEqual([])
   })
 

@@ -110,6 +110,35 @@ describe('RedisLock on a cluster', () => {
     })
   })
 
+  it('with an auto-pipelining client, locks on several masters in one tick are all granted', async () => {
+    // ioredis' Cluster auto-pipeline files EVALSHA under the slot of its first argument, the SHA:
+    // one tick's calls for keys on two masters would share one pipeline and fail together.
+    const piped = new Cluster(cluster.startupNodes, {
+      enableAutoPipelining: true,
+      redisOptions: { password: 'pw' },
+    })
+    try {
+      const l = lockOn(piped)
+      const resources = Array.from({ length: 30 }, (_, i) => `piped:${i}`)
+      const masters = new Set(
+        await Promise.all(
+          resources.map(async (r) => (await cluster.slotOwner(keySlot(`kunci:{${r}}`))).port),
+        ),
+      )
+      expect(masters.size).toBe(3)
+      const held = await Promise.all(resources.map((r) => l.acquire(r, { ttlMs: 5000, retryCount: 0 })))
+      for (const [i, lock] of held.entries()) {
+        expect(await clusterClient.get(`kunci:{${resources[i]}}`)).toBe(lock.token)
+      }
+      await Promise.all(held.map((lock) => lock.release()))
+      expect(await Promise.all(resources.map((r) => clusterClient.exists(`kunci:{${r}}`)))).toEqual(
+        resources.map(() => 0),
+      )
+    } finally {
+      piped.disconnect()
+    }
+  })
+
   it('waits for a replica acknowledgement with waitForReplicas (best effort)', async () => {
     const l = lockOn(clusterClient, { waitForReplicas: { replicas: 1, timeoutMs: 500 } })
     const master = await cluster.slotOwner(keySlot('kunci:{replicated}'))

@@ -1,6 +1,6 @@
 /**
- * Sending one command around ioredis' auto-pipeline, for the cache's hot paths (value-reader.ts,
- * cluster-script.ts). The command is built the way ioredis' own methods build it (utf8 replies,
+ * Sending one command around ioredis' auto-pipeline: for the lock and cache scripts
+ * (lua-script.ts) and the cache's hits (cache/value-reader.ts). The command is built the way ioredis' own methods build it (utf8 replies,
  * the client's keyPrefix, the friendly error stack if asked for) and given to the client's public
  * `sendCommand`. ioredis' `Command` class comes from the ioredis that kunci resolves, and is used
  * only for clients of that same copy (ioredis' mixins hide the class from `client.constructor`);
