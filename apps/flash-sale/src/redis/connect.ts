@@ -38,6 +38,11 @@ export function connectSaleRedis(
   return new Cluster(config.redis.cluster, {
     redisOptions: options,
     enableAutoPipelining: true,
+    // ioredis files an auto-pipelined EVALSHA/EVAL under the slot of its first argument (the
+    // SHA or the source), not of its keys: one tick's scripts for sales on two masters would
+    // share a pipeline that ioredis refuses whole. Scripts are sent on their own (the checkout's
+    // group commit batches its reservations in explicit per-sale pipelines anyway).
+    autoPipeliningIgnoredCommands: ['evalsha', 'eval'],
     scaleReads: 'master',
     // Failover takes seconds: keep retrying slot refreshes instead of failing the client.
     clusterRetryStrategy: (times) => Math.min(100 * times, 1_000),
