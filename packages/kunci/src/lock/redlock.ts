@@ -30,7 +30,7 @@ import {
   type UsingOptions,
 } from './lock-options.js'
 import { buildTarget, resolveClients } from './lock-target.js'
-import { NodeLink } from './node-link.js'
+import { NodeLink, SOLO_MAX_BATCH } from './node-link.js'
 import {
   type AttemptResult,
   attemptAcquire,
@@ -84,7 +84,8 @@ export class Redlock implements LockOwner {
     const clients = resolveClients(options.clients)
     this.options = resolveManagerOptions(options)
     const o = this.options
-    this.#links = clients.map((c, i) => new NodeLink(i, c, o))
+    const maxBatch = clients.length === 1 ? SOLO_MAX_BATCH : undefined
+    this.#links = clients.map((c, i) => new NodeLink(i, c, o, maxBatch))
     this.quorum = quorumOf(this.#links.length)
     this.nodes = {
       links: this.#links,

@@ -92,6 +92,23 @@ describe.each([
   })
 })
 
+describe('RedisLock on one node', () => {
+  it('sends a large tick in chunks of 16 requests, so the client works while the server runs the rest', async () => {
+    const l = lockOn(standalone)
+    await standalone.config('RESETSTAT')
+    const resources = Array.from({ length: 64 }, (_, i) => `chunked:${i}`)
+    const held = await Promise.all(resources.map((r) => l.acquire(r, { ttlMs: 5000, retryCount: 0 })))
+    const stats = await standalone.info('commandstats')
+    // 64 acquisitions of one tick: 4 script calls of 16 (one call of 64 moved in lockstep).
+    expect(Number(/cmdstat_evalsha:calls=(\d+),/.exec(stats)?.[1])).toBe(4)
+    expect(new Set(held.map((h) => h.token)).size).toBe(64)
+    const values = await standalone.mget(...resources.map((r) => `kunci:{${r}}`))
+    expect(values).toEqual(held.map((h) => h.token))
+    await Promise.all(held.map((h) => h.release()))
+    expect(await standalone.exists(...resources.map((r) => `kunci:{${r}}`))).toBe(0)
+  })
+})
+
 describe('RedisLock on a cluster', () => {
   it('puts the lock and fence keys of a resource in one slot', async () => {
     const l = lockOn(clusterClient)
