@@ -4,8 +4,15 @@
  */
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
+import { Certificate, CertManagerSchemaError, Issuer } from '../src/k8s/cert-manager.js'
 import { CLUSTER_BUS_PORT, CONFIGS, EXPORTER_PORT, REDIS_PORT } from '../src/k8s/config.js'
-import { buildManifests, type K8sObject, plainObjects, validateManifests } from '../src/k8s/manifests.js'
+import {
+  buildManifests,
+  type K8sObject,
+  plainObjects,
+  renderManifests,
+  validateManifests,
+} from '../src/k8s/manifests.js'
 import { renderAll } from '../src/render-all.js'
 
 const DEPLOY_DIR = new URL('..', import.meta.url)
@@ -13,7 +20,9 @@ const DEPLOY_DIR = new URL('..', import.meta.url)
 interface Container {
   name: string
   image?: string
+  command?: string[]
   env?: { name: string; value?: string; valueFrom?: unknown }[]
+  volumeMounts?: { name: string; mountPath: string }[]
   ports?: { name?: string; containerPort: number }[]
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> }
   startupProbe?: unknown
@@ -23,6 +32,7 @@ interface Container {
 interface PodSpec {
   containers: Container[]
   initContainers?: Container[]
+  volumes?: { name: string; secret?: { secretName: string; items?: { key: string; path: string }[] } }[]
   affinity?: {
     podAntiAffinity?: { requiredDuringSchedulingIgnoredDuringExecution?: { topologyKey: string }[] }
   }
@@ -229,3 +239,238 @@ for (const cfg of CONFIGS) {
     })
   })
 }
+
+/** Does a certificate name (`*.` for exactly one leftmost label) cover this host? */
+function covers(names: readonly string[], host: string): boolean {
+  return names.some((n) =>
+    n.startsWith('*.')
+      ? host.slice(host.indexOf('.') + 1) === n.slice(2) && !host.startsWith('.')
+      : n === host,
+  )
+}
+
+interface CertObject extends K8sObject {
+  spec: {
+    secretName: string
+    issuerRef: { name: string; kind: string }
+    isCA?: boolean
+    dnsNames?: string[]
+    ipAddresses?: string[]
+    usages?: string[]
+  }
+}
+
+for (const cfg of CONFIGS) {
+  describe(`${cfg.env} TLS to Redis`, () => {
+    const objects = plainObjects(buildManifests(cfg))
+    const named = (kind: string, name: string) => {
+      const o = objects.find((x) => x.kind === kind && x.metadata?.name === name)
+      if (!o) throw new Error(`no ${kind} ${name}`)
+      return o
+    }
+    const redisSets = [named('StatefulSet', 'redis-redlock'), named('StatefulSet', 'redis-cluster')]
+    const confOf = (set: K8sObject) =>
+      String(
+        (named('ConfigMap', `${set.metadata?.name}-conf`) as { data?: Record<string, string> }).data?.[
+          'redis.conf'
+        ],
+      )
+    const certificates = objects.filter((o) => o.kind === 'Certificate') as CertObject[]
+    /** The Certificate whose Secret a pod volume mounts. */
+    const certOfVolume = (spec: PodSpec, volume: string) => {
+      const secret = spec.volumes?.find((v) => v.name === volume)?.secret?.secretName
+      const cert = certificates.find((c) => c.spec.secretName === secret)
+      if (!cert) throw new Error(`volume ${volume} (Secret ${secret}) is written by no Certificate`)
+      return cert
+    }
+    /** The mounted volume a file lies in (its name), or undefined. */
+    const volumeOf = (c: Container, file: string) =>
+      c.volumeMounts?.find((m) => file.startsWith(`${m.mountPath}/`))?.name
+    const envOf = (c: Container, name: string) => c.env?.find((e) => e.name === name)?.value
+    /** Every container that talks to Redis: the ones given Redis nodes, and the bootstrap Job. */
+    const clients = objects
+      .filter(isWorkload)
+      .flatMap((o) => podSpec(o).containers.map((c) => ({ o, spec: podSpec(o), c })))
+      .filter(({ o, c }) => envOf(c, 'REDIS_CLUSTER_NODES') || o.metadata?.name === 'redis-cluster-bootstrap')
+
+    it('finds the clients it checks (service, worker, bootstrap Job)', () => {
+      expect(clients.map(({ c }) => c.name).sort()).toEqual(['bootstrap', 'flash-sale', 'flash-sale-worker'])
+    })
+
+    if (!cfg.tls) {
+      it('is plain TCP in dev: no cert-manager object, no tls-port, no TLS env', () => {
+        expect(objects.filter((o) => o.apiVersion.startsWith('cert-manager.io/'))).toEqual([])
+        for (const s of redisSets) expect(confOf(s)).toMatch(new RegExp(`^port ${REDIS_PORT}$`, 'm'))
+        for (const s of redisSets) expect(confOf(s)).not.toMatch(/^tls-/m)
+        for (const { c } of clients) expect(envOf(c, 'REDIS_TLS')).toBeUndefined()
+        expect(renderManifests(cfg).get('kustomization.yaml')).not.toContain('certificates.yaml')
+      })
+      return
+    }
+
+    it('every Redis container is TLS only: no plaintext port, TLS on the bus and for replication', () => {
+      for (const s of redisSets) {
+        const conf = confOf(s)
+        const where = s.metadata?.name
+        expect(conf, where).toMatch(/^port 0$/m)
+        expect(conf.match(/^port .*$/gm), where).toEqual(['port 0'])
+        expect(conf, where).toMatch(new RegExp(`^tls-port ${REDIS_PORT}$`, 'm'))
+        expect(conf, where).toMatch(/^tls-replication yes$/m)
+        const redis = podSpec(s).containers.find((c) => c.name === 'redis')!
+        // The cert, key and CA files are in a volume written by a Certificate.
+        for (const key of ['tls-cert-file', 'tls-key-file', 'tls-ca-cert-file']) {
+          const file = conf.match(new RegExp(`^${key} (\\S+)$`, 'm'))?.[1]
+          expect(file, `${where} ${key}`).toBeDefined()
+          const volume = volumeOf(redis, file!)
+          expect(volume, `${where} ${key} ${file} is not mounted`).toBeDefined()
+          expect(certOfVolume(podSpec(s), volume!).spec.issuerRef.name).toBe('redis-ca')
+        }
+        // The only container port besides the exporter's is the TLS port (and the bus).
+        expect(redis.ports?.map((p) => p.containerPort).filter((p) => p !== CLUSTER_BUS_PORT)).toEqual([
+          REDIS_PORT,
+        ])
+      }
+      const clusterConf = confOf(redisSets[1]!)
+      expect(clusterConf).toMatch(/^tls-cluster yes$/m)
+      // The bus port is derived from tls-port (+10000 = 16379) unless cluster-port moves it.
+      expect(clusterConf).not.toMatch(/^cluster-port /m)
+      expect(REDIS_PORT + 10_000).toBe(CLUSTER_BUS_PORT)
+    })
+
+    it('probes and exporter sidecars speak TLS with a mounted CA', () => {
+      for (const s of redisSets) {
+        const spec = podSpec(s)
+        const redis = spec.containers.find((c) => c.name === 'redis')!
+        for (const p of [redis.startupProbe, redis.readinessProbe, redis.livenessProbe]) {
+          const cmd = (p as { exec: { command: string[] } }).exec.command.join(' ')
+          const ca = cmd.match(/ --tls --cacert (\S+) /)?.[1]
+          expect(ca, `${s.metadata?.name} probe`).toBeDefined()
+          expect(volumeOf(redis, ca!), `${s.metadata?.name} probe CA`).toBeDefined()
+        }
+        const exporter = spec.containers.find((c) => c.name === 'redis-exporter')!
+        expect(envOf(exporter, 'REDIS_ADDR')).toBe(`rediss://127.0.0.1:${REDIS_PORT}`)
+        const ca = envOf(exporter, 'REDIS_EXPORTER_TLS_CA_CERT_FILE')!
+        const volume = volumeOf(exporter, ca)
+        expect(volume, `${s.metadata?.name} exporter CA`).toBeDefined()
+        certOfVolume(spec, volume!)
+        // The sidecars connect to 127.0.0.1, which redis_exporter (Go) checks against the certificate.
+        expect(certOfVolume(spec, 'tls').spec.ipAddresses).toContain('127.0.0.1')
+      }
+    })
+
+    it('every client container that talks to Redis has TLS on and the CA mounted (and no private key)', () => {
+      for (const { o, spec, c } of clients) {
+        const where = `${o.metadata?.name}/${c.name}`
+        const ca =
+          o.kind === 'Job'
+            ? c.command?.join(' ').match(/--tls --cacert (\S+) /)?.[1]
+            : envOf(c, 'REDIS_TLS_CA_FILE')
+        if (o.kind !== 'Job') expect(envOf(c, 'REDIS_TLS'), where).toBe('true')
+        expect(ca, where).toBeDefined()
+        const volume = volumeOf(c, ca!)
+        expect(volume, `${where}: ${ca} is not mounted`).toBeDefined()
+        const v = spec.volumes!.find((x) => x.name === volume)!
+        expect(v.secret?.items, where).toEqual([{ key: 'ca.crt', path: ca!.split('/').pop() }])
+        // That CA issued every Redis certificate.
+        const issuer = certOfVolume(spec, volume!).spec.issuerRef.name
+        for (const s of redisSets) expect(certOfVolume(podSpec(s), 'tls').spec.issuerRef.name).toBe(issuer)
+      }
+    })
+
+    it("every Certificate's names cover the pods its clients reach (by name) and allow node-to-node TLS", () => {
+      const hostsOf = (list: string | undefined) => (list ?? '').split(',').map((a) => a.split(':')[0]!)
+      const service = clients.find(({ c }) => c.name === 'flash-sale')!.c
+      const bootstrap = clients.find(({ c }) => c.name === 'bootstrap')!.c
+      const [redlock, cluster] = redisSets.map((s) => certOfVolume(podSpec(s), 'tls'))
+      const reached = {
+        redlock: hostsOf(envOf(service, 'REDLOCK_NODES')),
+        cluster: [
+          ...hostsOf(envOf(service, 'REDIS_CLUSTER_NODES')),
+          ...(bootstrap
+            .command!.join(' ')
+            .match(/HOSTS="([^"]+)"/)?.[1]
+            ?.split(' ') ?? []),
+          // What MOVED replies carry (cluster-announce-hostname), for each pod.
+          ...Array.from(
+            { length: 6 },
+            (_, i) => `redis-cluster-${i}.redis-cluster.${cfg.namespace}.svc.cluster.local`,
+          ),
+        ],
+      }
+      expect(reached.redlock).toHaveLength(5)
+      expect(reached.cluster.length).toBeGreaterThanOrEqual(12)
+      for (const h of reached.redlock) expect(covers(redlock!.spec.dnsNames!, h), h).toBe(true)
+      for (const h of reached.cluster) expect(covers(cluster!.spec.dnsNames!, h), h).toBe(true)
+      // The check is real: a lock node's name is not covered by the cluster's certificate.
+      expect(covers(cluster!.spec.dnsNames!, reached.redlock[0]!)).toBe(false)
+      for (const c of [redlock!, cluster!]) {
+        expect(c.spec.usages).toEqual(expect.arrayContaining(['server auth', 'client auth']))
+      }
+    })
+
+    it('cert-manager objects: a CA issuer built on a CA Certificate, in certificates.yaml, in the kustomization', () => {
+      const ca = certificates.find((c) => c.spec.isCA)!
+      const issuer = objects.find(
+        (o) => o.kind === 'Issuer' && o.metadata?.name === 'redis-ca',
+      ) as unknown as {
+        spec: { ca: { secretName: string } }
+      }
+      expect(issuer.spec.ca.secretName).toBe(ca.spec.secretName)
+      const rendered = renderManifests(cfg)
+      expect(rendered.get('certificates.yaml')).toContain('kind: Certificate')
+      expect(rendered.get('kustomization.yaml')).toContain('- certificates.yaml')
+      expect(rendered.get('kustomization.yaml')).not.toContain('monitoring.yaml')
+    })
+  })
+}
+
+describe('cert-manager builders', () => {
+  const meta = { name: 'x', namespace: 'kunci' }
+  const good = () =>
+    new Certificate(meta, {
+      secretName: 'x-tls',
+      issuerRef: { name: 'redis-ca', kind: 'Issuer', group: 'cert-manager.io' },
+      dnsNames: ['*.x.kunci.svc.cluster.local'],
+      usages: ['server auth'],
+    })
+
+  it('accept a well-formed Certificate and Issuer', () => {
+    expect(() => good().validate()).not.toThrow()
+    expect(() => new Issuer(meta, { ca: { secretName: 'redis-ca' } }).validate()).not.toThrow()
+  })
+
+  it.each([
+    [
+      'no secretName',
+      (c: Certificate) => Object.assign(c.spec, { secretName: undefined }),
+      'spec.secretName',
+    ],
+    ['no issuer', (c: Certificate) => Object.assign(c.spec, { issuerRef: {} }), 'spec.issuerRef.name'],
+    ['no names', (c: Certificate) => Object.assign(c.spec, { dnsNames: [] }), 'spec'],
+    ['a bad DNS name', (c: Certificate) => Object.assign(c.spec, { dnsNames: ['a.*.b'] }), 'spec.dnsNames'],
+    ['a bad usage', (c: Certificate) => Object.assign(c.spec, { usages: ['server'] }), 'spec.usages'],
+    ['a bad duration', (c: Certificate) => Object.assign(c.spec, { duration: '90d' }), 'spec.duration'],
+    [
+      'no namespace',
+      (c: Certificate) => Object.assign(c.metadata, { namespace: undefined }),
+      'metadata.namespace',
+    ],
+  ])('reject a Certificate with %s', (_, breakIt, field) => {
+    const c = good()
+    breakIt(c)
+    expect(() => c.validate()).toThrow(CertManagerSchemaError)
+    try {
+      c.validate()
+    } catch (err) {
+      expect((err as CertManagerSchemaError).code).toBe('E_CERT_MANAGER_SCHEMA')
+      expect((err as CertManagerSchemaError).field).toBe(field)
+    }
+  })
+
+  it('reject an Issuer with no or two issuer types', () => {
+    expect(() => new Issuer(meta, {}).validate()).toThrow(CertManagerSchemaError)
+    expect(() => new Issuer(meta, { selfSigned: {}, ca: { secretName: 'a' } }).validate()).toThrow(
+      CertManagerSchemaError,
+    )
+  })
+})

@@ -15,7 +15,7 @@ import {
   type Observability,
   startObservability,
 } from '../../apps/flash-sale/src/observe/local-observability.js'
-import { PROD_CONFIG } from '../src/k8s/config.js'
+import { DEV_CONFIG } from '../src/k8s/config.js'
 import { plainObjects } from '../src/k8s/manifests.js'
 import { ACL_DIR, aclInitScript, monitorCli, SECRET_DIR, SECRET_KEYS } from '../src/k8s/redis-common.js'
 import { redlockObjects } from '../src/k8s/redlock.js'
@@ -92,7 +92,9 @@ describe('generated Redis ACL', () => {
   })
 
   it('lets the probe command of the manifests authenticate as the monitor user', () => {
-    const redis = plainObjects([{ file: 'x', objects: redlockObjects(PROD_CONFIG) }]).find(
+    // The plain-TCP (dev) probe: the prod one differs only by its TLS flags, and runs over TLS in
+    // redis-conf.test.ts.
+    const redis = plainObjects([{ file: 'x', objects: redlockObjects(DEV_CONFIG) }]).find(
       (o) => o.kind === 'StatefulSet',
     ) as unknown as {
       spec: {
@@ -104,7 +106,7 @@ describe('generated Redis ACL', () => {
     const probe = redis.spec.template.spec.containers.find((c) => c.name === 'redis')!.readinessProbe.exec
       .command
     expect(probe.slice(0, 2)).toEqual(['sh', '-c'])
-    expect(probe[2]).toContain(monitorCli('ping'))
+    expect(probe[2]).toContain(monitorCli(DEV_CONFIG, 'ping'))
     const local = probe[2]!.replaceAll(SECRET_DIR, join(dir, 'secret')).replace('-p 6379', `-p ${port}`)
     expect(spawnSync('sh', ['-c', local]).status).toBe(0)
     const wrong = local.replace('monitor-password', 'admin-password')

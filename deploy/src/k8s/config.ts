@@ -1,6 +1,7 @@
 /**
- * What differs between the dev and prod renderings. Everything else (probes, ACLs, policies) is
- * the same in both, so what is tested in dev is what runs in prod.
+ * What differs between the dev and prod renderings. Everything else (ACLs, policies, probes apart
+ * from their TLS flags) is the same in both, so what is tested in dev is what runs in prod; the
+ * TLS-only redis.conf of prod is run on a real redis-server by deploy/test/redis-conf.test.ts.
  */
 export interface Resources {
   cpuRequest: string
@@ -21,6 +22,12 @@ export interface DeployConfig {
   redisImage: string
   /** The same major version as Debian's prometheus-redis-exporter the metric names are checked against. */
   exporterImage: string
+  /**
+   * TLS only between every client and Redis, on the cluster bus and for replication, with
+   * certificates from cert-manager (certificates.yaml; see docs/operations.md#decisions). Off in
+   * dev so that a kind cluster needs no cert-manager.
+   */
+  tls: boolean
   /** Storage class of the Redis PVCs; undefined takes the cluster default. */
   storageClassName: string | undefined
   redlock: {
@@ -70,6 +77,7 @@ const COMMON = {
 export const DEV_CONFIG: DeployConfig = Object.freeze({
   ...COMMON,
   env: 'dev',
+  tls: false,
   redlock: {
     appendfsync: 'everysec',
     storage: '1Gi',
@@ -99,6 +107,7 @@ export const DEV_CONFIG: DeployConfig = Object.freeze({
 export const PROD_CONFIG: DeployConfig = Object.freeze({
   ...COMMON,
   env: 'prod',
+  tls: true,
   redlock: {
     appendfsync: 'always',
     storage: '10Gi',

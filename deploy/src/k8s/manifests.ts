@@ -1,4 +1,5 @@
 import { stringify } from 'yaml'
+import { certificateObjects } from './cert-manager.js'
 import type { DeployConfig } from './config.js'
 import { serviceMonitors } from './monitoring.js'
 import { namespaceObjects, networkPolicies } from './network.js'
@@ -23,7 +24,7 @@ export interface Model<_T = unknown> {
 export interface ManifestFile {
   /** File name under deploy/k8s/<env>/. */
   file: string
-  /** Typed models (validated) or plain objects (CRDs). */
+  /** Typed models (validated: kubernetes-models, or cert-manager.ts's builders) or plain objects (CRDs). */
   objects: (Model<unknown> | K8sObject)[]
 }
 
@@ -33,6 +34,8 @@ export const GENERATED_HEADER =
 export function buildManifests(cfg: DeployConfig): ManifestFile[] {
   return [
     { file: '00-namespace.yaml', objects: namespaceObjects(cfg) },
+    // cert-manager CRDs: only where Redis speaks TLS (prod), and the Redis pods need its Secrets.
+    ...(cfg.tls ? [{ file: 'certificates.yaml', objects: certificateObjects(cfg) }] : []),
     { file: 'redis-redlock.yaml', objects: redlockObjects(cfg) },
     { file: 'redis-cluster.yaml', objects: clusterObjects(cfg) },
     { file: 'flash-sale.yaml', objects: serviceObjects(cfg) },
@@ -51,7 +54,10 @@ export function toPlain(o: Model<unknown> | K8sObject): K8sObject {
   return JSON.parse(JSON.stringify(data)) as K8sObject
 }
 
-/** Validates every typed model against the Kubernetes OpenAPI schema (throws on the first error). */
+/**
+ * Validates every typed model against the Kubernetes OpenAPI schema, and the cert-manager objects
+ * against the fields their CRD requires (throws on the first error).
+ */
 export function validateManifests(files: ManifestFile[]): number {
   let n = 0
   for (const f of files) {
@@ -78,6 +84,8 @@ export function renderManifests(cfg: DeployConfig): Map<string, string> {
     apiVersion: 'kustomize.config.k8s.io/v1beta1',
     kind: 'Kustomization',
     // monitoring.yaml needs the prometheus-operator CRDs: add it where the operator runs.
+    // certificates.yaml (prod) stays in: without cert-manager the Redis pods could never start,
+    // and `kubectl apply -k` saying "no matches for kind Certificate" is the clearer failure.
     resources: files.map((f) => f.file).filter((f) => f !== 'monitoring.yaml'),
   }
   out.set('kustomization.yaml', GENERATED_HEADER + stringify(kustomization))

@@ -19,6 +19,7 @@ import {
   SECRET_DIR,
   spreadOut,
 } from './redis-common.js'
+import { CA_FILE, caMounts, redisTlsMounts, tlsCliFlags, tlsSecretName, tlsVolumes } from './redis-tls.js'
 
 /** The Redis Cluster of 3 masters + 3 replicas that holds stock, reservations, order streams and the cache. */
 export const CLUSTER_NAME = 'redis-cluster'
@@ -43,7 +44,8 @@ export function bootstrapScript(cfg: DeployConfig): string {
   return [
     'set -eu',
     `export REDISCLI_AUTH="$(cat ${SECRET_DIR}/admin-password)"`,
-    'cli() { redis-cli --no-auth-warning --user admin "$@"; }',
+    // With TLS, redis-cli checks the chain only, so the pod IPs below need no IP SAN.
+    `cli() { redis-cli --no-auth-warning ${tlsCliFlags(cfg, CA_FILE)}--user admin "$@"; }`,
     `HOSTS="${hosts.join(' ')}"`,
     'ADDRS=""',
     'for h in $HOSTS; do',
@@ -65,7 +67,7 @@ export function clusterObjects(cfg: DeployConfig) {
   const labels = { 'app.kubernetes.io/name': CLUSTER_NAME, 'app.kubernetes.io/part-of': 'kunci' }
   const metadata = { name: CLUSTER_NAME, namespace: cfg.namespace, labels }
   const conf = [
-    ...baseRedisConf(),
+    ...baseRedisConf(cfg, true),
     'cluster-enabled yes',
     'cluster-config-file /data/nodes.conf',
     'cluster-node-timeout 5000',
@@ -136,18 +138,19 @@ export function clusterObjects(cfg: DeployConfig) {
               ],
               resources: resources(cfg.cluster.resources),
               securityContext: CONTAINER_SECURITY,
-              ...redisProbes(),
+              ...redisProbes(cfg),
               volumeMounts: [
                 { name: 'data', mountPath: '/data' },
                 { name: 'conf', mountPath: CONF_DIR, readOnly: true },
                 { name: 'acl', mountPath: ACL_DIR, readOnly: true },
                 { name: 'secret', mountPath: SECRET_DIR, readOnly: true },
                 { name: 'tmp', mountPath: '/tmp' },
+                ...redisTlsMounts(cfg),
               ],
             },
             exporterSidecar(cfg),
           ],
-          volumes: redisVolumes(`${CLUSTER_NAME}-conf`),
+          volumes: redisVolumes(cfg, `${CLUSTER_NAME}-conf`, tlsSecretName(CLUSTER_NAME)),
         },
       },
       volumeClaimTemplates: [dataClaim(cfg, labels, cfg.cluster.storage)],
@@ -174,10 +177,13 @@ export function clusterObjects(cfg: DeployConfig) {
               command: ['sh', '-c', bootstrapScript(cfg)],
               resources: resources(cfg.exporterResources),
               securityContext: CONTAINER_SECURITY,
-              volumeMounts: [{ name: 'secret', mountPath: SECRET_DIR, readOnly: true }],
+              volumeMounts: [{ name: 'secret', mountPath: SECRET_DIR, readOnly: true }, ...caMounts(cfg)],
             },
           ],
-          volumes: [{ name: 'secret', secret: { secretName: 'redis-users', defaultMode: 0o400 } }],
+          volumes: [
+            { name: 'secret', secret: { secretName: 'redis-users', defaultMode: 0o400 } },
+            ...tlsVolumes(cfg, tlsSecretName(CLUSTER_NAME), false),
+          ],
         },
       },
     },

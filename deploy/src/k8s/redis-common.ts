@@ -5,6 +5,7 @@ import type { IPersistentVolumeClaim } from 'kubernetes-models/v1/PersistentVolu
 import type { IPodSpec } from 'kubernetes-models/v1/PodSpec'
 import { APP_ACL_RULES } from '../../../apps/flash-sale/src/redis/acl.js'
 import { type DeployConfig, EXPORTER_PORT, REDIS_PORT, REDIS_USERS_SECRET, type Resources } from './config.js'
+import { caMounts, exporterTlsEnv, TLS_DIR, tlsCliFlags, tlsRedisConf, tlsVolumes } from './redis-tls.js'
 
 /**
  * What the Redis pods (lock nodes and cluster) share: ACL users generated at start from the
@@ -93,17 +94,22 @@ export function aclInitScript(withReplication: boolean): string {
   return lines.join('\n')
 }
 
-/** A redis-cli call as the monitor user, the password read from the Secret file, never from argv. */
-export function monitorCli(args: string): string {
-  return `REDISCLI_AUTH="$(cat ${SECRET_DIR}/monitor-password)" redis-cli --no-auth-warning --user monitor -h 127.0.0.1 -p ${REDIS_PORT} ${args}`
+/**
+ * A redis-cli call as the monitor user, the password read from the Secret file, never from argv;
+ * with TLS, verified against the pod's own CA file (redis-cli checks the chain, not the name).
+ */
+export function monitorCli(cfg: DeployConfig, args: string): string {
+  return `REDISCLI_AUTH="$(cat ${SECRET_DIR}/monitor-password)" redis-cli --no-auth-warning ${tlsCliFlags(cfg, `${TLS_DIR}/ca.crt`)}--user monitor -h 127.0.0.1 -p ${REDIS_PORT} ${args}`
 }
 
 /**
  * Probes that authenticate. Startup: PING answers (LOADING while the AOF is replayed fails it,
  * with up to 10 minutes allowed). Readiness and liveness: PONG within the timeout.
  */
-export function redisProbes(): Pick<IContainer, 'startupProbe' | 'readinessProbe' | 'livenessProbe'> {
-  const ping = { exec: { command: ['sh', '-c', `${monitorCli('ping')} | grep -q PONG`] } }
+export function redisProbes(
+  cfg: DeployConfig,
+): Pick<IContainer, 'startupProbe' | 'readinessProbe' | 'livenessProbe'> {
+  const ping = { exec: { command: ['sh', '-c', `${monitorCli(cfg, 'ping')} | grep -q PONG`] } }
   return {
     startupProbe: { ...ping, periodSeconds: 5, timeoutSeconds: 3, failureThreshold: 120 },
     readinessProbe: { ...ping, periodSeconds: 5, timeoutSeconds: 3, failureThreshold: 2 },
@@ -141,7 +147,7 @@ export function exporterSidecar(cfg: DeployConfig): IContainer {
     image: cfg.exporterImage,
     ports: [{ name: 'metrics', containerPort: EXPORTER_PORT }],
     env: [
-      { name: 'REDIS_ADDR', value: `redis://127.0.0.1:${REDIS_PORT}` },
+      ...exporterTlsEnv(cfg),
       { name: 'REDIS_USER', value: 'monitor' },
       {
         name: 'REDIS_PASSWORD',
@@ -149,6 +155,7 @@ export function exporterSidecar(cfg: DeployConfig): IContainer {
       },
     ],
     resources: resources(cfg.exporterResources),
+    ...(cfg.tls ? { volumeMounts: caMounts(cfg) } : {}),
     securityContext: { ...CONTAINER_SECURITY, runAsUser: 59000, runAsGroup: 59000 },
     startupProbe: { tcpSocket: { port: EXPORTER_PORT }, periodSeconds: 2, failureThreshold: 30 },
     readinessProbe: { httpGet: { path: '/health', port: EXPORTER_PORT }, periodSeconds: 10 },
@@ -175,13 +182,21 @@ export function aclInitContainer(cfg: DeployConfig, withReplication: boolean, r:
   }
 }
 
-/** Volumes shared by both Redis StatefulSets (data comes from the volumeClaimTemplate). */
-export function redisVolumes(configMap: string): NonNullable<IPodSpec['volumes']> {
+/**
+ * Volumes shared by both Redis StatefulSets (data comes from the volumeClaimTemplate), with the
+ * StatefulSet's certificate Secret under TLS.
+ */
+export function redisVolumes(
+  cfg: DeployConfig,
+  configMap: string,
+  tlsSecret: string,
+): NonNullable<IPodSpec['volumes']> {
   return [
     { name: 'secret', secret: { secretName: REDIS_USERS_SECRET, defaultMode: 0o400 } },
     { name: 'acl', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
     { name: 'conf', configMap: { name: configMap } },
     { name: 'tmp', emptyDir: { sizeLimit: '64Mi' } },
+    ...tlsVolumes(cfg, tlsSecret, true),
   ]
 }
 
@@ -209,10 +224,13 @@ export function spreadOut(
   }
 }
 
-/** Common redis.conf lines: the ACL file, no protected-mode surprises, no disk-based RDB snapshots. */
-export function baseRedisConf(): string[] {
+/**
+ * Common redis.conf lines: the port (TLS only in prod), the ACL file, no protected-mode
+ * surprises, no disk-based RDB snapshots.
+ */
+export function baseRedisConf(cfg: DeployConfig, cluster: boolean): string[] {
   return [
-    `port ${REDIS_PORT}`,
+    ...tlsRedisConf(cfg, cluster),
     'bind * -::*',
     // With the default user off and every user password-protected, protected-mode adds nothing;
     // the NetworkPolicy is what keeps other pods out.

@@ -17,6 +17,7 @@ import {
   resources,
   spreadOut,
 } from './redis-common.js'
+import { redisTlsMounts, tlsSecretName } from './redis-tls.js'
 
 /**
  * The 5 Redlock nodes: one StatefulSet of 5 independent, non-replicated masters (see
@@ -39,7 +40,7 @@ export function redlockObjects(cfg: DeployConfig) {
   const labels = { 'app.kubernetes.io/name': REDLOCK_NAME, 'app.kubernetes.io/part-of': 'kunci' }
   const metadata = { name: REDLOCK_NAME, namespace: cfg.namespace, labels }
   const conf = [
-    ...baseRedisConf(),
+    ...baseRedisConf(cfg, false),
     `appendfsync ${cfg.redlock.appendfsync}`,
     // A lock key must never be evicted: a full node refuses new locks (OOM error, a failed vote)
     // instead of silently dropping one that is held.
@@ -93,18 +94,19 @@ export function redlockObjects(cfg: DeployConfig) {
               ports: [{ name: 'redis', containerPort: REDIS_PORT }],
               resources: resources(cfg.redlock.resources),
               securityContext: CONTAINER_SECURITY,
-              ...redisProbes(),
+              ...redisProbes(cfg),
               volumeMounts: [
                 { name: 'data', mountPath: '/data' },
                 { name: 'conf', mountPath: CONF_DIR, readOnly: true },
                 { name: 'acl', mountPath: ACL_DIR, readOnly: true },
                 { name: 'secret', mountPath: '/etc/redis-secret', readOnly: true },
                 { name: 'tmp', mountPath: '/tmp' },
+                ...redisTlsMounts(cfg),
               ],
             },
             exporterSidecar(cfg),
           ],
-          volumes: redisVolumes(`${REDLOCK_NAME}-conf`),
+          volumes: redisVolumes(cfg, `${REDLOCK_NAME}-conf`, tlsSecretName(REDLOCK_NAME)),
         },
       },
       volumeClaimTemplates: [dataClaim(cfg, labels, cfg.redlock.storage)],

@@ -14,8 +14,9 @@ import {
   REDIS_USERS_SECRET,
   WORKER_PORT,
 } from './config.js'
-import { clusterNodeAddresses } from './redis-cluster.js'
+import { CLUSTER_NAME, clusterNodeAddresses } from './redis-cluster.js'
 import { CONTAINER_SECURITY, resources } from './redis-common.js'
+import { caMounts, clientTlsEnv, tlsSecretName, tlsVolumes } from './redis-tls.js'
 import { redlockNodeAddresses } from './redlock.js'
 
 export const SERVICE_NAME = 'flash-sale'
@@ -39,6 +40,7 @@ function env(cfg: DeployConfig): IEnvVar[] {
     { name: 'REDLOCK_NODES', value: redlockNodeAddresses(cfg).join(',') },
     { name: 'REDIS_USERNAME', value: 'flash-sale' },
     { name: 'REDIS_PASSWORD', valueFrom: secret(REDIS_USERS_SECRET, 'app-password') },
+    ...clientTlsEnv(cfg),
     { name: 'DATABASE_URL', valueFrom: secret(APP_SECRET, 'database-url') },
     {
       name: 'QUEUE_URL',
@@ -53,7 +55,7 @@ function env(cfg: DeployConfig): IEnvVar[] {
   ]
 }
 
-function podSpec(container: IContainer): IPodSpec {
+function podSpec(container: IContainer, volumes: NonNullable<IPodSpec['volumes']> = []): IPodSpec {
   return {
     securityContext: {
       runAsNonRoot: true,
@@ -65,7 +67,7 @@ function podSpec(container: IContainer): IPodSpec {
     enableServiceLinks: false,
     terminationGracePeriodSeconds: TERMINATION_GRACE_SECONDS,
     containers: [container],
-    volumes: [{ name: 'tmp', emptyDir: { sizeLimit: '64Mi' } }],
+    volumes: [{ name: 'tmp', emptyDir: { sizeLimit: '64Mi' } }, ...volumes],
     // Spread replicas over hosts when possible; losing a host must not take the whole service.
     topologySpreadConstraints: [
       {
@@ -98,6 +100,9 @@ function httpProbes(port: number): Pick<IContainer, 'startupProbe' | 'readinessP
 
 export function serviceObjects(cfg: DeployConfig) {
   const ns = cfg.namespace
+  // The CA that signed every Redis certificate (both Certificates have one issuer): the cluster
+  // Secret's ca.crt verifies the lock nodes too.
+  const caVolumes = tlsVolumes(cfg, tlsSecretName(CLUSTER_NAME), false)
   const labels = { 'app.kubernetes.io/name': SERVICE_NAME, 'app.kubernetes.io/part-of': 'kunci' }
   const podLabels = { ...labels, [REDIS_CLIENT_LABEL]: 'true' }
   const server: IContainer = {
@@ -110,14 +115,14 @@ export function serviceObjects(cfg: DeployConfig) {
     securityContext: CONTAINER_SECURITY,
     ...httpProbes(HTTP_PORT),
     lifecycle: { preStop: { exec: { command: ['sleep', String(PRE_STOP_SLEEP_SECONDS)] } } },
-    volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+    volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }, ...caMounts(cfg)],
   }
   const deployment = new Deployment({
     metadata: { name: SERVICE_NAME, namespace: ns, labels },
     spec: {
       selector: { matchLabels: labels },
       strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: '25%' } },
-      template: { metadata: { labels: podLabels }, spec: podSpec(server) },
+      template: { metadata: { labels: podLabels }, spec: podSpec(server, caVolumes) },
     },
   })
   const service = new Service({
@@ -164,7 +169,7 @@ export function serviceObjects(cfg: DeployConfig) {
     resources: resources(cfg.worker.resources),
     securityContext: CONTAINER_SECURITY,
     ...httpProbes(WORKER_PORT),
-    volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+    volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }, ...caMounts(cfg)],
   }
   const workerDeployment = new Deployment({
     metadata: { name: WORKER_NAME, namespace: ns, labels: workerLabels },
@@ -173,7 +178,7 @@ export function serviceObjects(cfg: DeployConfig) {
       selector: { matchLabels: workerLabels },
       template: {
         metadata: { labels: { ...workerLabels, [REDIS_CLIENT_LABEL]: 'true' } },
-        spec: podSpec(worker),
+        spec: podSpec(worker, caVolumes),
       },
     },
   })
