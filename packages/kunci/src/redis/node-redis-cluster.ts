@@ -110,7 +110,8 @@ class NodeHandle {
 /**
  * A node-redis cluster as kunci's internals see it (the ioredis `Cluster` calls they make).
  * `close` is emitted when any node connection drops, so a vote sent before the drop and
- * answered after it is not counted (conservative: at worst a vote is wasted).
+ * answered after it is not counted (conservative: at worst a vote is wasted); a master's drop
+ * also starts re-reading the slot table until the failover shows in it (#followFailover).
  */
 export class NodeRedisClusterAdapter extends EventEmitter {
   readonly isCluster = true
@@ -119,12 +120,62 @@ export class NodeRedisClusterAdapter extends EventEmitter {
   #slotsOf: unknown
   #slots: string[][] = []
 
+  /** Set while the slot table is being re-read until every master is reachable again. */
+  #following = false
+
   constructor(cluster: NodeRedisCluster) {
     super()
     this.client = cluster
     const events = cluster as unknown as ClusterEvents
-    events.on('node-reconnecting', () => this.emit('close'))
+    events.on('node-reconnecting', () => {
+      this.emit('close')
+      this.#followFailover()
+    })
     events.on('node-disconnect', () => this.emit('close'))
+  }
+
+  /**
+   * node-redis re-reads its slot table only when a live node answers MOVED or ASK. When a master
+   * dies, every command for its slots is routed to its connection, which reconnects forever and
+   * queues them: no node ever answers MOVED, and those slots hang for good even once the replica
+   * is promoted. So while a master's connection is down, the table is re-read (every
+   * FOLLOW_MIN_MS at first, backing off to FOLLOW_MAX_MS: each read opens a short connection);
+   * once the promotion shows in it, node-redis drops the dead node (its queued commands fail,
+   * kunci's callers see an error, not a hang) and routes to the new master. The loop ends when
+   * every master in the table is connected, or the cluster is closed.
+   */
+  #followFailover(): void {
+    if (this.#following) return
+    this.#following = true
+    let delayMs = FOLLOW_MIN_MS
+    const tick = (): void => {
+      if (!this.client.isOpen || this.client.masters.every(isUp)) {
+        this.#following = false
+        return
+      }
+      this.#rediscover().then(schedule, schedule)
+    }
+    const schedule = (): void => {
+      // unref: a failover being followed must not keep the user's process alive.
+      setTimeout(tick, delayMs).unref()
+      delayMs = Math.min(delayMs * 2, FOLLOW_MAX_MS)
+    }
+    schedule()
+  }
+
+  /**
+   * Re-reads the slot table through node-redis' internal `rediscover` (no public call exists),
+   * from a connected master when there is one (node-redis asks that node first, then its root
+   * nodes). Resolves false when this node-redis has no such method.
+   */
+  async #rediscover(): Promise<boolean> {
+    const slots = (this.client as unknown as { _slots?: { rediscover?(c: unknown): Promise<unknown> } })
+      ._slots
+    const masters = this.client.masters
+    const from = (masters.find((m) => m.client && isUp(m)) ?? masters.find((m) => m.client))?.client
+    if (typeof slots?.rediscover !== 'function' || !from) return false
+    await slots.rediscover(from)
+    return true
   }
 
   get status(): string {
@@ -156,18 +207,11 @@ export class NodeRedisClusterAdapter extends EventEmitter {
 
   /**
    * Re-reads the slot table after a master failed mid-scan. node-redis has no public call for
-   * this; its internal `rediscover` is used when present, otherwise the next MOVED reply makes
-   * node-redis refresh on its own.
+   * this; its internal `rediscover` is used when present, otherwise only a MOVED reply makes
+   * node-redis refresh (see #followFailover).
    */
   refreshSlotsCache(callback: (err?: Error) => void): void {
-    const slots = (this.client as unknown as { _slots?: { rediscover?(c: unknown): Promise<unknown> } })
-      ._slots
-    const any = this.client.masters.find((m) => m.client)?.client
-    if (!slots?.rediscover || !any) {
-      callback()
-      return
-    }
-    slots.rediscover(any).then(
+    this.#rediscover().then(
       () => callback(),
       (err: Error) => callback(err),
     )
@@ -233,6 +277,20 @@ export class NodeRedisClusterAdapter extends EventEmitter {
       c.sendCommand(undefined, true, ['PING'], STRING_REPLIES),
     )
   }
+}
+
+/**
+ * How often the slot table is re-read while a master is unreachable (see #followFailover): soon
+ * after the drop, then at most once a second, so that a promotion (cluster-node-timeout plus an
+ * election) is followed within a second of showing in the table.
+ */
+const FOLLOW_MIN_MS = 250
+const FOLLOW_MAX_MS = 1000
+
+/** A master whose connection is up, or not opened yet (node-redis connects on first use). */
+function isUp(node: NodeRedisClusterNode): boolean {
+  const c = node.client as { isReady?: boolean } | undefined
+  return c === undefined || c.isReady === true
 }
 
 function firstKey(numkeys: number | string, rest: readonly (string | number | Buffer)[]): Arg | undefined {
