@@ -177,4 +177,55 @@ describe.each(CLIENT_KINDS)('Redlock with $name clients', ({ name, make }) => {
       channel('kunci:lock:quarantined').unsubscribe(onQ)
     }
   })
+
+  it("an acquire made the moment a restarted node's client reconnects waits for the INFO check and gets no vote from it", async () => {
+    const MAX_TTL = 4000
+    const quarantined: { node: number; restarted: boolean }[] = []
+    const onQ = (msg: unknown) => quarantined.push(msg as { node: number; restarted: boolean })
+    channel('kunci:lock:quarantined').subscribe(onQ)
+    try {
+      const cs = await clients()
+      const m = await manager({ clients: cs, quarantine: true, maxTtlMs: MAX_TTL })
+      const patient = { ttlMs: 1000, retryCount: 1000, retryDelayMs: 50, acquireTimeoutMs: 20_000 }
+      // All three nodes vote (none is in its start-up or restart quarantine any more).
+      await until(
+        async () => {
+          const l = await m.acquire('rc-warm', patient)
+          const on = await holders('rc-warm')
+          await l.release()
+          return on.every((v) => v?.startsWith(l.token))
+        },
+        'all three nodes to vote',
+        20_000,
+      )
+      quarantined.length = 0
+      // The acquire is made from the client's own 'ready' listener: after kunci's (registered
+      // first, when the manager wrapped or took the client), before any INFO reply can have
+      // arrived. Only the close → unverified → held-until-INFO path keeps the node's vote out.
+      const raw = cs[1] as unknown as {
+        once(event: 'ready', listener: () => void): unknown
+      }
+      const attempt = new Promise<{ lock: Lock; checkedBefore: boolean }>((resolve, reject) => {
+        raw.once('ready', () => {
+          const checkedBefore = quarantined.some((q) => q.node === 1)
+          m.acquire('rc', { ttlMs: 2000, retryCount: 0 }).then(
+            (lock) => resolve({ lock, checkedBefore }),
+            reject,
+          )
+        })
+      })
+      await set.nodes[1]!.restart({ empty: true })
+      const { lock, checkedBefore } = await attempt
+      expect(checkedBefore).toBe(false)
+      const on = await holders('rc')
+      expect(on[1]).toBeNull()
+      expect(on[0]?.startsWith(lock.token)).toBe(true)
+      expect(on[2]?.startsWith(lock.token)).toBe(true)
+      // The check did run on the new connection and found the restart.
+      await until(() => quarantined.some((q) => q.node === 1 && q.restarted), 'node 1 to be quarantined')
+      await lock.release()
+    } finally {
+      channel('kunci:lock:quarantined').unsubscribe(onQ)
+    }
+  })
 })
