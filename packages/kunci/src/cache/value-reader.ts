@@ -22,7 +22,7 @@
  * call that ioredis still holds in its auto-pipeline. An awaited write always comes first.
  */
 import { keySlot } from '../cluster/slot.js'
-import { commandSender } from '../redis/ioredis-command.js'
+import { autoPipelineBypass, commandSender } from '../redis/ioredis-command.js'
 import { isClusterClient, type RedisClient } from '../redis/lua-script.js'
 
 export type ReadValue = (key: string) => Promise<string | null>
@@ -78,8 +78,8 @@ export function valueReader(client: RedisClient): ReadValue {
 
 /** A connection's GET, sent around its auto-pipeline if it has one (ioredis-command.ts). */
 function getOf(conn: Connection): (key: string) => Promise<string | null> {
-  const send = conn.options.enableAutoPipelining === true ? commandSender(conn) : undefined
-  if (send === undefined) return (key) => conn.get(key)
+  const send = autoPipelineBypass(conn)
+  if (send === null) return (key) => conn.get(key)
   return (key) => send('get', [key]) as Promise<string | null>
 }
 

@@ -40,7 +40,7 @@ function resolved(): IoredisModule | null {
 export type SendCommand = (name: string, args: (string | number)[]) => Promise<unknown>
 
 interface CommandClient {
-  readonly options: { keyPrefix?: string; showFriendlyErrorStack?: boolean }
+  readonly options: { keyPrefix?: string; showFriendlyErrorStack?: boolean; enableAutoPipelining?: boolean }
   sendCommand(command: unknown): unknown
 }
 
@@ -64,4 +64,20 @@ export function commandSender(client: unknown): SendCommand | undefined {
     c.sendCommand(command)
     return command.promise
   }
+}
+
+const pipelineBypasses = new WeakMap<object, SendCommand | null>()
+
+/**
+ * `commandSender(client)` if the client has `enableAutoPipelining` on, else null; decided once
+ * per client. Where kunci goes around the auto-pipeline (lua-script.ts, cache/value-reader.ts).
+ */
+export function autoPipelineBypass(client: object): SendCommand | null {
+  let send = pipelineBypasses.get(client)
+  if (send === undefined) {
+    const on = (client as Partial<CommandClient>).options?.enableAutoPipelining === true
+    send = on ? (commandSender(client) ?? null) : null
+    pipelineBypasses.set(client, send)
+  }
+  return send
 }

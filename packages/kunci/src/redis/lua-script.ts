@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import type { Cluster, Redis } from 'ioredis'
-import { commandSender, type SendCommand } from './ioredis-command.js'
+import { autoPipelineBypass, type SendCommand } from './ioredis-command.js'
 import { isNoScriptError } from './reply-error.js'
 
 /** A standalone client or a Cluster client: kunci accepts both wherever one node is meant. */
@@ -111,8 +111,6 @@ export function runScriptTo(
   })
 }
 
-const ownSenders = new WeakMap<object, SendCommand | null>()
-
 /**
  * How kunci sends its script calls on an ioredis client with `enableAutoPipelining`: around the
  * auto-pipeline, as one command given to the client's public `sendCommand` (ioredis-command.ts).
@@ -134,12 +132,5 @@ const ownSenders = new WeakMap<object, SendCommand | null>()
  * docs/locks.md says to turn auto-pipelining off there).
  */
 function ownSender(client: RedisClient, direct: boolean): SendCommand | null {
-  if (!isClusterClient(client) && !direct) return null
-  let send = ownSenders.get(client)
-  if (send === undefined) {
-    const options = (client as { options?: { enableAutoPipelining?: boolean } }).options
-    send = options?.enableAutoPipelining === true ? (commandSender(client) ?? null) : null
-    ownSenders.set(client, send)
-  }
-  return send
+  return isClusterClient(client) || direct ? autoPipelineBypass(client) : null
 }
