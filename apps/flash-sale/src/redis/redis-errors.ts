@@ -1,0 +1,53 @@
+/**
+ * What a Redis error means to the service, in one place: every other module asks these
+ * predicates instead of reading messages itself.
+ *
+ * The lists come from the replies Redis sends when it cannot serve a command now, and from the
+ * errors ioredis 5 raises itself (built/**: connection, cluster routing, timeouts). A fault must
+ * never surface as HTTP 500, so anything that a dead, restarting, failing-over, overloaded or
+ * misconfigured node can produce is an outage here: a checkout answers 503 and the client retries
+ * with its Idempotency-Key.
+ */
+
+/** Redis replies (first word of the error) that mean "not now": the command did not run. */
+const OUTAGE_REPLIES =
+  /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|NOREPLICAS|MOVED|ASK|BUSY|OOM|NOAUTH|WRONGPASS|UNBLOCKED) |^ERR max number of clients reached/
+
+/**
+ * Errors ioredis raises itself. "Too many Cluster redirections" is the one a failover under a
+ * crowd produced as HTTP 500 (issue 13): a command bounced between the dead master's connection
+ * (Connection is closed → retried after retryDelayOnFailover) and MOVED replies until
+ * maxRedirections ran out.
+ */
+const CLIENT_OUTAGES =
+  /Connection is closed|Cluster isn't ready|Cluster is disconnect|Node is disconnected|Stream isn't writeable|Failed to refresh slots cache|None of startup nodes is available|Too many Cluster redirections|Command timed out|Socket timeout|connect ETIMEDOUT|Ready check failed|Reached the max retries per request limit/
+
+const SOCKET_CODES =
+  /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|ENOTCONN|ECONNABORTED)$/
+
+// TimeoutError: our own deadline on a Redis call (runtime-timeout.ts) ran out.
+const OUTAGE_NAMES = new Set([
+  'MaxRetriesPerRequestError',
+  'ClusterAllFailedError',
+  'AbortError',
+  'TimeoutError',
+])
+
+/** Redis said something that means "not now" (down, failing over, loading, unreachable, overloaded). */
+export function isRedisOutage(err: unknown): boolean {
+  if (!(err instanceof Error)) return false
+  const e = err as Error & { code?: unknown }
+  if (OUTAGE_NAMES.has(e.name)) return true
+  if (typeof e.code === 'string' && SOCKET_CODES.test(e.code)) return true
+  return OUTAGE_REPLIES.test(e.message) || CLIENT_OUTAGES.test(e.message)
+}
+
+/** MOVED/ASK/TRYAGAIN/CLUSTERDOWN: the command was not executed; it may be sent again. */
+export function isRedirect(err: unknown): boolean {
+  return err instanceof Error && /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(err.message)
+}
+
+/** The script cache is per node and not replicated: a promoted replica answers NOSCRIPT once. */
+export function isNoScript(err: unknown): boolean {
+  return err instanceof Error && err.message.startsWith('NOSCRIPT')
+}
