@@ -63,6 +63,7 @@ describe('service and kunci names', () => {
     m.ordersFailed.inc({ product_id: '1', reason: 'stale-round' })
     m.walletCharges.inc()
     m.drift.set({ product_id: '1' }, 0)
+    m.saleStoreUnreachable.set({ product_id: '1' }, 0)
     // kunci's own channels, with the message shapes of docs/locks.md#observability.
     channel('kunci:lock:acquired').publish({ resources: ['r'], fence: 1n, attempts: 1, durationMs: 3 })
     channel('kunci:lock:failed').publish({

@@ -18,6 +18,6 @@ export interface AppDeps {
   maxInflight: number
   /** Event-loop delay (ms) above which requests are shed with 503; 0 disables. */
   maxEventLoopDelayMs: number
-  /** Redis and SQL reachable (cached by the caller). */
-  ready(): Promise<boolean>
+  /** Undefined when Redis and SQL are reachable, else why not (cached by the caller). */
+  unready(): Promise<string | undefined>
 }

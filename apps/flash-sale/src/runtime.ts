@@ -5,11 +5,13 @@ import type { ServiceConfig } from './config.js'
 import { connectDb, type Db } from './db/database.js'
 import { bridgeKunciMetrics } from './metrics/kunci-bridge.js'
 import { createServiceMetrics, type ServiceMetrics } from './metrics/service-metrics.js'
-import { connectLockNodes, connectSaleRedis, type RedisClient, whenReady } from './redis/connect.js'
+import { ackRoute, connectLockNodes, connectSaleRedis, type RedisClient, whenReady } from './redis/connect.js'
 import { CACHE_PREFIX } from './redis/keys.js'
+import { ReplicaAcks } from './redis/replica-acks.js'
 import { withTimeout } from './runtime-timeout.js'
 import { Catalog } from './sale/catalog.js'
 import { SaleStore } from './sale/sale-store.js'
+import { SlotWatch } from './sale/slot-watch.js'
 import { LuaStrategy } from './strategies/lua.js'
 import { NaiveStrategy } from './strategies/naive.js'
 import { RedlockStrategy } from './strategies/redlock.js'
@@ -25,13 +27,13 @@ export interface Runtime {
 }
 
 /** Caches a check for `ttlMs` so that probes do not add Redis and SQL round trips per call. */
-function cached(check: () => Promise<boolean>, ttlMs = 1_000): () => Promise<boolean> {
+function cached<T>(check: () => Promise<T>, failed: T, ttlMs = 1_000): () => Promise<T> {
   let at = 0
-  let last: Promise<boolean> = Promise.resolve(false)
+  let last: Promise<T> = Promise.resolve(failed)
   return () => {
     if (Date.now() - at > ttlMs) {
       at = Date.now()
-      last = check().catch(() => false)
+      last = check().catch(() => failed)
     }
     return last
   }
@@ -50,7 +52,23 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   const redis = connectSaleRedis(config, 'flash-sale-serve')
   await whenReady(redis)
   const db = connectDb(config.databaseUrl, 20)
-  const store = new SaleStore(redis)
+  const acks =
+    config.strategy === 'lua' && config.durability === 'replica'
+      ? new ReplicaAcks(ackRoute(redis, config), {
+          timeoutMs: config.waitTimeoutMs,
+          onOutcome: (outcome) => metrics.replicaAcks.inc({ outcome }),
+        })
+      : undefined
+  const watch =
+    config.strategy === 'redlock'
+      ? undefined
+      : new SlotWatch(redis, {
+          onProbed: (seconds) => {
+            for (const [product_id, s] of seconds) metrics.saleStoreUnreachable.set({ product_id }, s)
+          },
+        })
+  watch?.start()
+  const store = new SaleStore(redis, { acks, watch })
   const cache = new Cache({ client: redis, prefix: CACHE_PREFIX, l1MaxEntries: 10_000 })
   const stopCacheMetrics = bridge.observeCache(cache, 'catalog')
   const catalog = new Catalog(cache, db)
@@ -70,12 +88,31 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   } else if (config.strategy === 'naive') {
     strategy = new NaiveStrategy(store)
   } else {
-    strategy = new LuaStrategy(store, { durability: config.durability, waitTimeoutMs: config.waitTimeoutMs })
+    strategy = new LuaStrategy(store, { durability: config.durability })
   }
-  const ready = cached(async () => {
-    await withTimeout(Promise.all([redis.ping(), db.query('SELECT 1')]), 1_000)
-    return true
-  })
+  // Ready = able to answer checkouts. lua and naive need only the sales' slots (the watch's last
+  // contact): their checkouts never touch SQL, and "SQL down, checkouts go on from Redis" is a
+  // guarantee that a readiness check on SQL would undo by taking every instance out of the load
+  // balancer. redlock runs each checkout in SQL, so it needs SQL too. With no sale to watch yet,
+  // any Redis node answering will do.
+  const unready = cached(async (): Promise<string | undefined> => {
+    const redisDown =
+      watch?.hasSales() === true
+        ? Promise.resolve(watch.reachable() ? undefined : "a sale's Redis slot is unreachable")
+        : withTimeout(redis.ping(), 1_000).then(
+            () => undefined,
+            () => 'Redis is unreachable',
+          )
+    const sqlDown =
+      config.strategy !== 'redlock'
+        ? undefined
+        : withTimeout(db.query('SELECT 1'), 1_000).then(
+            () => undefined,
+            () => 'SQL is unreachable',
+          )
+    const reasons = (await Promise.all([redisDown, sqlDown])).filter((r) => r !== undefined)
+    return reasons.length === 0 ? undefined : reasons.join('; ')
+  }, 'readiness check failed')
   const deps: AppDeps = {
     strategy,
     store,
@@ -86,7 +123,7 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
     adminToken: config.adminToken,
     maxInflight: config.maxInflight,
     maxEventLoopDelayMs: config.maxEventLoopDelayMs,
-    ready,
+    unready,
   }
   return {
     deps,
@@ -96,6 +133,8 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
     metrics,
     async close() {
       await strategy.close()
+      watch?.stop()
+      acks?.close()
       stopCacheMetrics()
       await cache.close()
       await locks?.close()

@@ -92,6 +92,22 @@ export const DASHBOARD_ROWS: readonly RowSpec[] = Object.freeze([
         unit: 'short',
         queries: [q('min by (product_id) (flash_sale_stock_remaining)', 'product {{product_id}}')],
       },
+      {
+        title: "Time since the sale's Redis slot answered",
+        unit: 's',
+        description:
+          'Per sale, the worst instance: 0 while the slot answers. A failover shows as a spike of a few seconds; a line that keeps rising is an outage (alert FlashSaleSaleStoreUnreachable).',
+        queries: [
+          q('max by (product_id) (flash_sale_sale_store_unreachable_seconds)', 'product {{product_id}}'),
+        ],
+      },
+      {
+        title: 'Replica confirmations of reservations',
+        unit: 'reqps',
+        description:
+          'acked: answered 200. timeout, no_replica, error: answered 202 pending (no replica could confirm: after a failover until a replica is back).',
+        queries: [q(`sum by (outcome) (rate(flash_sale_replica_acks_total[${RATE}]))`, '{{outcome}}')],
+      },
     ],
   },
   {

@@ -168,6 +168,22 @@ export const SERVICE_RULES: readonly AlertRule[] = Object.freeze([
     '{{ $value | humanizePercentage }} of checkouts ({{ $labels.strategy }}) fail with a server error.',
   ),
   rule(
+    'FlashSaleSaleStoreUnreachable',
+    'max by (product_id) (flash_sale_sale_store_unreachable_seconds) > 10',
+    '15s',
+    'critical',
+    "A sale's Redis slot does not answer the checkout",
+    "Product {{ $labels.product_id }}: an instance has not reached the sale's Redis slot for {{ $value | humanizeDuration }}, so its checkouts answer 503. A Cluster failover takes about cluster-node-timeout + 1 s.",
+  ),
+  rule(
+    'FlashSaleCheckoutUnavailable',
+    'sum by (strategy) (rate(flash_sale_checkout_requests_total{status="503"}[1m])) / sum by (strategy) (rate(flash_sale_checkout_requests_total[1m])) > 0.5',
+    '1m',
+    'critical',
+    'Most checkouts answer 503',
+    '{{ $value | humanizePercentage }} of checkouts ({{ $labels.strategy }}) answered 503 for a minute: the service is not serving the sale.',
+  ),
+  rule(
     'FlashSaleCheckoutP99High',
     'histogram_quantile(0.99, sum by (le, strategy) (rate(flash_sale_checkout_duration_seconds_bucket[5m]))) > 0.25',
     '10m',

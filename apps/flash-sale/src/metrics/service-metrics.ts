@@ -40,6 +40,20 @@ export function createServiceMetrics(registry: Registry) {
       labelNames: ['product_id'] as const,
       registers,
     }),
+    replicaAcks: new Counter({
+      name: 'flash_sale_replica_acks_total',
+      help: 'Reservations by how their replica confirmation ended: acked (200), or timeout, no_replica, error (202 pending)',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+    saleStoreUnreachable: new Gauge({
+      name: 'flash_sale_sale_store_unreachable_seconds',
+      help: "Seconds since the sale's Redis slot last answered this instance (0 while it answers)",
+      labelNames: ['product_id'] as const,
+      // Summed over the instances of one pod it would mean nothing: the worst instance counts.
+      aggregator: 'max',
+      registers,
+    }),
     /** Worker side. */
     streamPending: new Gauge({
       name: 'flash_sale_stream_pending',
@@ -84,6 +98,7 @@ export function createServiceMetrics(registry: Registry) {
     }),
   }
   for (const reason of ['inflight', 'eventLoopDelay']) metrics.shed.inc({ reason }, 0)
+  for (const outcome of ['acked', 'timeout', 'no_replica', 'error']) metrics.replicaAcks.inc({ outcome }, 0)
   return metrics
 }
 

@@ -4,6 +4,7 @@ import { AMQPError, type Cmd, type Connection, type MethodParams, type Publisher
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
 import { RELAY_GROUP, saleKeys } from '../redis/keys.js'
+import type { ReplicaAcks } from '../redis/replica-acks.js'
 import type { OrderEvent } from './order-event.js'
 import { type HandleOutcome, OrderWorker } from './stream-worker.js'
 
@@ -99,6 +100,8 @@ export interface AmqpRelayOptions {
   maxDeliveries?: number
   /** Messages awaiting their confirm at once. @defaultValue 8 */
   concurrency?: number
+  /** Publish events once a replica holds them (best effort), as the worker persists them. */
+  acks?: ReplicaAcks
   onError?: (err: unknown) => void
 }
 
@@ -145,6 +148,7 @@ export class AmqpRelay {
       concurrency: options.concurrency ?? 8,
       group: RELAY_GROUP,
       handle: (ev, entry) => this.#publish(ev, entry),
+      acks: options.acks,
       onError: options.onError,
     })
   }

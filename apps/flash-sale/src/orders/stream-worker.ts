@@ -2,8 +2,10 @@ import { hostname } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type Db, isSqlOutage } from '../db/database.js'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
-import { isRedirect, isRedisOutage, type RedisClient, refreshSlots } from '../redis/connect.js'
+import { type RedisClient, refreshSlots } from '../redis/connect.js'
 import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
+import { isRedirect, isRedisOutage } from '../redis/redis-errors.js'
+import type { ReplicaAcks } from '../redis/replica-acks.js'
 import { SCRIPTS } from '../sale/scripts.js'
 import { type MalformedEventError, type OrderEvent, parseOrderEvent } from './order-event.js'
 import { type PersistOutcome, persistOrder } from './persist.js'
@@ -33,6 +35,11 @@ export interface OrderWorkerOptions {
   handle?: (ev: OrderEvent, entry: { id: string; fields: string[] }) => Promise<HandleOutcome>
   /** Consumer group. @defaultValue WORKER_GROUP */
   group?: string
+  /**
+   * Best effort: a batch read is persisted once a replica holds its events (or at once if the
+   * sale's master has no replica), so a failover cannot un-reserve a unit SQL already sold.
+   */
+  acks?: ReplicaAcks
   onError?: (err: unknown) => void
 }
 
@@ -53,8 +60,8 @@ export type HandleOutcome = PersistOutcome | { kind: 'relayed' }
  */
 export class OrderWorker {
   readonly consumer: string
-  readonly #o: Required<Omit<OrderWorkerOptions, 'metrics' | 'handle' | 'onError'>> &
-    Pick<OrderWorkerOptions, 'metrics' | 'handle' | 'onError'>
+  readonly #o: Required<Omit<OrderWorkerOptions, 'metrics' | 'handle' | 'onError' | 'acks'>> &
+    Pick<OrderWorkerOptions, 'metrics' | 'handle' | 'onError' | 'acks'>
   #running: Promise<void> | undefined
   #stopping = false
   #wake: AbortController = new AbortController()
@@ -133,7 +140,7 @@ export class OrderWorker {
     const k = saleKeys(productId)
     const g = this.#o.group
     // Our own pending events: a retry after an SQL outage or a failed settle.
-    const own = await this.#read(k.orders, '0')
+    const own = await this.#read(productId, '0')
     if (own.length > 0) return this.#process(productId, own, false)
     const now = Date.now()
     if (now - (this.#lastClaim.get(productId) ?? 0) >= this.#o.claimIdleMs / 2) {
@@ -150,29 +157,37 @@ export class OrderWorker {
       const claimed = (reply[1] ?? []).filter((e): e is Entry => Array.isArray(e))
       if (claimed.length > 0) return this.#process(productId, claimed, true)
     }
-    const fresh = await this.#read(k.orders, '>')
+    const fresh = await this.#read(productId, '>')
     return fresh.length > 0 ? this.#process(productId, fresh, false) : 0
   }
 
-  async #read(stream: string, from: '0' | '>'): Promise<Entry[]> {
-    // WAIT rides with the read (same node): events are persisted once a replica holds them, so a
-    // failover cannot un-reserve a unit that SQL has already sold (it would be sold twice in
-    // Redis and refused by the SQL guard). Best effort: without a replica the read goes on.
-    const [[readErr, read] = [null, null]] = (await this.#o.redis
-      .pipeline()
-      .xreadgroup('GROUP', this.#o.group, this.consumer, 'COUNT', this.#o.batchSize, 'STREAMS', stream, from)
-      .wait(1, 100)
-      .exec()) ?? [[null, null]]
-    if (readErr) {
-      if (isRedirect(readErr)) await refreshSlots(this.#o.redis)
-      throw readErr
+  async #read(productId: string, from: '0' | '>'): Promise<Entry[]> {
+    const k = saleKeys(productId)
+    let reply: [string, Entry[]][] | null
+    try {
+      reply = (await this.#o.redis.xreadgroup(
+        'GROUP',
+        this.#o.group,
+        this.consumer,
+        'COUNT',
+        this.#o.batchSize,
+        'STREAMS',
+        k.orders,
+        from,
+      )) as [string, Entry[]][] | null
+    } catch (err) {
+      if (isRedirect(err)) await refreshSlots(this.#o.redis)
+      throw err
     }
-    const reply = read as [string, Entry[]][] | null
     // Own-history reads list deleted entries as [id, null]: nothing to persist, just acknowledge.
     const entries = reply?.[0]?.[1] ?? []
     const gone = entries.filter((e) => e[1] === null).map((e) => e[0])
-    if (gone.length > 0) await this.#o.redis.xack(stream, this.#o.group, ...gone)
-    return entries.filter((e) => e[1] !== null)
+    if (gone.length > 0) await this.#o.redis.xack(k.orders, this.#o.group, ...gone)
+    const live = entries.filter((e) => e[1] !== null)
+    // The confirmation round runs on a connection of its own (redis/replica-acks.ts): a master
+    // without a replica costs nothing, a slow one delays only this batch.
+    if (live.length > 0) await this.#o.acks?.confirm(k.ackMark)
+    return live
   }
 
   async #deliveries(stream: string, ids: string[]): Promise<Map<string, number>> {

@@ -5,14 +5,18 @@ import { Connection } from 'rabbitmq-client'
 import type { ServiceConfig } from '../config.js'
 import { connectDb, type Db } from '../db/database.js'
 import { createServiceMetrics, type ServiceMetrics } from '../metrics/service-metrics.js'
-import { connectSaleRedis, type RedisClient, whenReady } from '../redis/connect.js'
+import { ackRoute, connectSaleRedis, type RedisClient, whenReady } from '../redis/connect.js'
 import { RELAY_GROUP, WORKER_GROUP } from '../redis/keys.js'
+import { ReplicaAcks } from '../redis/replica-acks.js'
 import { withTimeout } from '../runtime-timeout.js'
 import { SaleStore } from '../sale/sale-store.js'
 import { AmqpOrderConsumer } from './amqp-consumer.js'
 import { AmqpRelay, orderQueues } from './amqp-relay.js'
 import { updateSaleGauges } from './sale-gauges.js'
 import { OrderWorker } from './stream-worker.js'
+
+/** How long the worker waits for a replica to hold a batch before persisting it anyway. */
+const WORKER_WAIT_MS = 100
 
 /**
  * `flash-sale worker`: persists orders from the sales' streams until SIGTERM/SIGINT, then finishes
@@ -29,11 +33,13 @@ export async function runWorker(
   const db = connectDb(config.databaseUrl, 10)
   await whenReady(redis)
   const store = new SaleStore(redis)
+  // The worker's own confirmation rounds (WAIT on their own connections; see replica-acks.ts).
+  const acks = new ReplicaAcks(ackRoute(redis, config), { timeoutMs: WORKER_WAIT_MS })
   const onError = (err: unknown) => log(`[flash-sale worker] ${(err as Error).message ?? err}`)
   const consumer = `${hostname()}-${process.pid}`
   // QUEUE_URL: stream → relay → RabbitMQ → consumer → SQL, instead of stream → SQL.
   const amqp = config.queueUrl
-    ? startAmqpPipeline(config, { redis, db, store, metrics, consumer, onError })
+    ? startAmqpPipeline(config, { redis, db, store, metrics, consumer, acks, onError })
     : undefined
   const worker = amqp
     ? undefined
@@ -45,6 +51,7 @@ export async function runWorker(
         claimIdleMs: config.claimIdleMs,
         maxDeliveries: config.maxDeliveries,
         strategy: config.strategy,
+        acks,
         onError,
       })
   worker?.start(() => store.saleIds())
@@ -74,6 +81,7 @@ export async function runWorker(
       clearInterval(gauges)
       await worker?.stop()
       await amqp?.stop()
+      acks.close()
       http.close()
       await db.end().catch(() => {})
       redis.disconnect()
@@ -96,6 +104,7 @@ export function startAmqpPipeline(
     store: SaleStore
     metrics: ServiceMetrics
     consumer: string
+    acks?: ReplicaAcks
     onError: (err: unknown) => void
   },
 ): { relay: AmqpRelay; consumer: AmqpOrderConsumer; stop(): Promise<void> } {
@@ -115,6 +124,7 @@ export function startAmqpPipeline(
     consumer: deps.consumer,
     claimIdleMs: config.claimIdleMs,
     maxDeliveries: config.maxDeliveries,
+    acks: deps.acks,
     onError: deps.onError,
   })
   const consumer = new AmqpOrderConsumer({

@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify'
 import { isSqlOutage } from '../db/database.js'
 import { ApiError, type ApiErrorCode, HTTP_STATUS, unavailable } from '../domain/errors.js'
-import { isRedisOutage } from '../redis/connect.js'
+import { isRedisOutage } from '../redis/redis-errors.js'
 
 export function sendError(reply: FastifyReply, err: ApiError): FastifyReply {
   if (err.retryAfterS !== undefined) reply.header('Retry-After', String(err.retryAfterS))

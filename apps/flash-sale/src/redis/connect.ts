@@ -1,5 +1,7 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis'
+import { keySlot } from 'kunci'
 import type { HostPort, ServiceConfig } from '../config.js'
+import type { AckRoute } from './replica-acks.js'
 
 export type RedisClient = Redis | Cluster
 
@@ -59,6 +61,34 @@ export function connectSaleRedis(
   })
 }
 
+/**
+ * Routes replica confirmations (replica-acks.ts) to the node the sale client sends a slot to,
+ * each over a connection of its own, so that a WAIT blocks nothing but itself.
+ */
+export function ackRoute(client: RedisClient, config: RedisAccess): AckRoute {
+  const options: RedisOptions = {
+    ...nodeOptions(config),
+    connectionName: 'flash-sale-acks',
+    enableAutoPipelining: false,
+    // A round that cannot be sent fails (the reservation is answered unconfirmed, 202) instead of
+    // waiting for a reconnect.
+    maxRetriesPerRequest: 0,
+    retryStrategy: (times) => Math.min(100 * times, 1_000),
+  }
+  if (!(client instanceof Cluster)) {
+    return { nodeOf: () => 'standalone', connect: () => client.duplicate(options) }
+  }
+  return {
+    // ioredis keeps the slot table public (`slots[slot]` = [master, ...replicas] as host:port) and
+    // updates it when it follows a MOVED, so this is where the reservation was just served.
+    nodeOf: (key) => client.slots[keySlot(key)]?.[0],
+    connect: (node) => {
+      const colon = node.lastIndexOf(':')
+      return new Redis({ ...options, host: node.slice(0, colon), port: Number(node.slice(colon + 1)) })
+    },
+  }
+}
+
 /** One client per independent lock node, with the settings docs/locks.md recommends. */
 export function connectLockNodes(nodes: HostPort[], config: RedisAccess): Redis[] {
   return nodes.map(
@@ -76,17 +106,6 @@ export function connectLockNodes(nodes: HostPort[], config: RedisAccess): Redis[
         connectTimeout: 1_000,
         retryStrategy: (times) => Math.min(50 * times, 500),
       }),
-  )
-}
-
-/** Redis said something that means "not now" (down, failing over, loading, unreachable). */
-export function isRedisOutage(err: unknown): boolean {
-  if (!(err instanceof Error)) return false
-  const e = err as Error & { code?: string }
-  if (e.name === 'MaxRetriesPerRequestError' || e.name === 'ClusterAllFailedError') return true
-  if (e.code && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENOTCONN)$/.test(e.code)) return true
-  return /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|NOREPLICAS|MOVED|ASK) |Connection is closed|Cluster isn't ready|Stream isn't writeable|Failed to refresh slots cache|None of startup nodes is available/.test(
-    e.message,
   )
 }
 
@@ -117,9 +136,4 @@ export async function whenReady(client: RedisClient, timeoutMs = 20_000): Promis
     }
     client.once('ready', onReady)
   })
-}
-
-/** MOVED/ASK/TRYAGAIN/CLUSTERDOWN: the command was not executed; it may be sent again. */
-export function isRedirect(err: unknown): boolean {
-  return err instanceof Error && /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(err.message)
 }

@@ -19,6 +19,8 @@ export function saleKeys(productId: string) {
     orders: `${tag}:orders`,
     /** Stream of events that kept failing, with the reason. */
     dead: `${tag}:dead`,
+    /** String written before a WAIT round on the sale's node (redis/replica-acks.ts); expires. */
+    ackMark: `${tag}:ack`,
   }
 }
 

@@ -2,7 +2,8 @@ import type { FastifyInstance } from 'fastify'
 import type { AppDeps } from '../app-deps.js'
 
 /**
- * /healthz: the process answers (liveness). /readyz: Redis and SQL reachable and not draining
+ * /healthz: the process answers (liveness). /readyz: every sale's Redis slot and SQL reachable,
+ * and not draining
  * (readiness: a draining pod leaves the Service before it stops). /metrics: Prometheus.
  */
 export async function healthRoutes(
@@ -12,10 +13,10 @@ export async function healthRoutes(
   app.get('/healthz', async () => ({ status: 'ok' }))
   app.get('/readyz', async (_request, reply) => {
     if (deps.draining()) return reply.code(503).send({ ready: false, reason: 'draining' })
-    const ok = await deps.ready().catch(() => false)
-    return reply
-      .code(ok ? 200 : 503)
-      .send(ok ? { ready: true } : { ready: false, reason: 'redis or sql unreachable' })
+    const reason = await deps.unready().catch(() => 'readiness check failed')
+    return reason === undefined
+      ? reply.code(200).send({ ready: true })
+      : reply.code(503).send({ ready: false, reason })
   })
   app.get('/metrics', async (_request, reply) => {
     const text = await deps.registry.metrics()

@@ -2,15 +2,20 @@ import type { FastifyInstance } from 'fastify'
 import type { AppDeps } from '../app-deps.js'
 import { ApiError } from '../domain/errors.js'
 import { parseId } from '../domain/ids.js'
+import { withTimeout } from '../runtime-timeout.js'
+
+/** The catalog read (cache, SQL behind it) and the live stock, together. */
+const PRODUCT_DEADLINE_MS = 2_500
 
 /** GET /v1/products/:product_id → name and price (cached catalog), remaining stock (live). */
 export async function productRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   app.get<{ Params: { product_id: string } }>('/v1/products/:product_id', async (request) => {
     const productId = parseId('product_id', request.params.product_id)
-    const [product, remaining] = await Promise.all([
-      deps.catalog.product(productId),
-      deps.strategy.remaining(productId),
-    ])
+    // Bounded like a checkout: during a failover this answers 503 instead of hanging.
+    const [product, remaining] = await withTimeout(
+      Promise.all([deps.catalog.product(productId), deps.strategy.remaining(productId)]),
+      PRODUCT_DEADLINE_MS,
+    )
     if (product === undefined) throw new ApiError('UNKNOWN_PRODUCT', `no product ${productId}`)
     return {
       product_id: productId,

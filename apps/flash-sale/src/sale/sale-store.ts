@@ -1,7 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { isRedirect, type RedisClient, refreshSlots } from '../redis/connect.js'
+import { type RedisClient, refreshSlots } from '../redis/connect.js'
 import { SALES_REGISTRY_KEY, saleKeys, WORKER_GROUP } from '../redis/keys.js'
-import { isNoScript, SCRIPTS } from './scripts.js'
+import { isNoScript, isRedirect, isRedisOutage } from '../redis/redis-errors.js'
+import type { ReplicaAcks } from '../redis/replica-acks.js'
+import { TimeoutError, withTimeout } from '../runtime-timeout.js'
+import { SCRIPTS } from './scripts.js'
+import type { SlotWatch } from './slot-watch.js'
 
 /** A sale as the admin defines it (amounts in cents, times in ms since the epoch, 0 = none). */
 export interface SaleDefinition {
@@ -28,7 +32,7 @@ export interface ReserveReply {
   orderId: string
   remaining: number
   replayed: boolean
-  /** With `replicas > 0`: whether WAIT confirmed that many replicas hold the write. */
+  /** With replica acknowledgements: whether a replica was shown to hold the reservation. */
   replicated: boolean
 }
 
@@ -40,6 +44,7 @@ export interface ReserveInput {
 }
 
 interface PendingReserve {
+  productId: string
   keys: string[]
   args: string[]
   resolve: (reply: ReserveReply) => void
@@ -64,7 +69,7 @@ export class UnexpectedScriptReplyError extends Error {
   }
 }
 
-function toReserveReply(reply: unknown, replicated: boolean): ReserveReply {
+function toReserveReply(reply: unknown): ReserveReply {
   if (!Array.isArray(reply) || reply.length !== 4 || !CODES.has(String(reply[0]))) {
     throw new UnexpectedScriptReplyError('reserve', reply)
   }
@@ -73,13 +78,42 @@ function toReserveReply(reply: unknown, replicated: boolean): ReserveReply {
     orderId: String(reply[1]),
     remaining: Number(reply[2]),
     replayed: Number(reply[3]) === 1,
-    replicated,
+    replicated: false,
   }
+}
+
+/** Bound on every Redis read outside the checkout, so that no endpoint hangs during a failover. */
+const READ_DEADLINE_MS = 2_000
+
+export interface SaleStoreOptions {
+  /**
+   * Replica confirmation of reservations (durability `replica`); without it a reservation is
+   * answered as soon as the master ran the script.
+   */
+  acks?: ReplicaAcks
+  /** Told whether each reservation round reached the sale's slot (sale/slot-watch.ts). */
+  watch?: Pick<SlotWatch, 'record'>
+  /**
+   * A reservation not answered within this (script and confirmation round) fails with
+   * TimeoutError, and the slot counts as unreachable. @defaultValue 2000
+   */
+  deadlineMs?: number
 }
 
 /** The Redis side of a sale: preload, the atomic reservation, order statuses. */
 export class SaleStore {
-  constructor(readonly client: RedisClient) {}
+  readonly #acks: ReplicaAcks | undefined
+  readonly #watch: Pick<SlotWatch, 'record'> | undefined
+  readonly #deadlineMs: number
+
+  constructor(
+    readonly client: RedisClient,
+    options: SaleStoreOptions = {},
+  ) {
+    this.#acks = options.acks
+    this.#watch = options.watch
+    this.#deadlineMs = options.deadlineMs ?? 2_000
+  }
 
   async preload(sale: SaleDefinition): Promise<void> {
     const k = saleKeys(sale.productId)
@@ -100,109 +134,129 @@ export class SaleStore {
   }
 
   /**
-   * One script call per checkout; with `replicas > 0`, a group commit: the reservations of one
-   * sale that arrive in the same event-loop turn go out as one pipeline, script after script, and
-   * one WAIT behind them (WAIT has no key, so it is routed with the scripts' slot, to the very node
-   * that ran them, and it covers every write before it on that connection). One write and one WAIT
-   * per turn instead of per checkout. A replayed answer is waited for too: a repeat must not look
-   * more durable than the original.
+   * One script call per checkout, sent as a group commit: the reservations of one sale that arrive
+   * in the same event-loop turn go out as one pipeline. With replica acknowledgements, only the
+   * answers that reserved a unit (fresh or replayed: a repeat must not look more durable than the
+   * original) then wait for one shared confirmation round; refusals are answered at once, since
+   * no WAIT could change them. The WAIT never rides in this pipeline (see replica-acks.ts).
    */
-  reserve(input: ReserveInput, replicas: number, waitTimeoutMs: number): Promise<ReserveReply> {
+  reserve(input: ReserveInput): Promise<ReserveReply> {
     const k = saleKeys(input.productId)
     const keys = [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders]
     const args = [input.userId, input.orderId, input.idempotencyKey ?? '']
-    if (replicas === 0)
-      return SCRIPTS.reserve.run(this.client, keys, args).then((r) => toReserveReply(r, false))
     return new Promise((resolve, reject) => {
-      const batchKey = `${input.productId}|${replicas}|${waitTimeoutMs}`
-      let batch = this.#batches.get(batchKey)
+      let batch = this.#batches.get(input.productId)
       if (batch === undefined) {
-        batch = []
-        this.#batches.set(batchKey, batch)
+        const fresh: PendingReserve[] = []
+        batch = fresh
+        this.#batches.set(input.productId, fresh)
         setImmediate(() => {
-          this.#batches.delete(batchKey)
-          void this.#flush(batch!, replicas, waitTimeoutMs)
+          this.#batches.delete(input.productId)
+          void this.#flush(input.productId, fresh)
         })
       }
-      batch.push({ keys, args, resolve, reject })
+      batch.push({ productId: input.productId, keys, args, resolve, reject })
     })
   }
 
   readonly #batches = new Map<string, PendingReserve[]>()
 
-  async #flush(batch: PendingReserve[], replicas: number, waitTimeoutMs: number): Promise<void> {
+  async #flush(productId: string, batch: PendingReserve[]): Promise<void> {
+    // Bounded: while a slot fails over, ioredis retries the pipeline for seconds. The user gets
+    // 503 (and retries with the same Idempotency-Key) instead of a hanging request, and the watch
+    // learns at once that the slot does not answer. A late reply settles nothing.
+    let answered = false
+    const timer = setTimeout(() => {
+      if (!answered) this.#watch?.record(productId, false)
+      for (const item of batch) item.reject(new TimeoutError(this.#deadlineMs))
+    }, this.#deadlineMs)
+    try {
+      await this.#run(productId, batch, () => {
+        answered = true
+      })
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  async #run(productId: string, batch: PendingReserve[], onAnswer: () => void): Promise<void> {
     let results: [Error | null, unknown][] | null
     try {
       const pipeline = this.client.pipeline()
       for (const item of batch) SCRIPTS.reserve.queue(pipeline, item.keys, item.args)
-      results = await pipeline.wait(replicas, waitTimeoutMs).exec()
+      results = await pipeline.exec()
     } catch (err) {
+      if (isRedisOutage(err)) this.#watch?.record(productId, false)
       for (const item of batch) item.reject(err)
       return
     }
-    const [waitErr, acked] = results?.[batch.length] ?? [new Error('no WAIT reply'), 0]
-    const replicated = !waitErr && Number(acked) >= replicas
+    onAnswer()
+    // An outage reply (LOADING, MASTERDOWN…) means the slot did not serve us; a redirect is retried.
+    const first = results?.[0]?.[0]
+    this.#watch?.record(productId, !(first && isRedisOutage(first) && !isRedirect(first)))
+    const reserved: [PendingReserve, ReserveReply][] = []
     for (const [i, item] of batch.entries()) {
-      const [scriptErr, reply] = results?.[i] ?? [new Error('empty pipeline result'), null]
+      const [scriptErr, raw] = results?.[i] ?? [new Error('empty pipeline result'), null]
       if (scriptErr === null) {
+        let reply: ReserveReply
         try {
-          item.resolve(toReserveReply(reply, replicated))
+          reply = toReserveReply(raw)
         } catch (err) {
           item.reject(err)
+          continue
         }
+        if (reply.code === 'RESERVED' && this.#acks) reserved.push([item, reply])
+        else item.resolve(reply)
       } else if (isNoScript(scriptErr) || isRedirect(scriptErr)) {
         // The script did not run (a promoted replica without the script, or the slot moved):
         // this checkout goes again on its own, which is safe.
-        this.#reserveAlone(item, replicas, waitTimeoutMs).then(item.resolve, item.reject)
+        this.#reserveAlone(item).then(item.resolve, item.reject)
       } else {
         item.reject(scriptErr)
       }
     }
+    if (reserved.length === 0) return
+    const replicated = await this.#acks!.confirm(saleKeys(productId).ackMark)
+    for (const [item, reply] of reserved) item.resolve({ ...reply, replicated })
   }
 
-  async #reserveAlone(item: PendingReserve, replicas: number, waitTimeoutMs: number): Promise<ReserveReply> {
-    let useSource = false
+  async #reserveAlone(item: PendingReserve): Promise<ReserveReply> {
     for (let attempt = 1; ; attempt++) {
-      const pipeline = SCRIPTS.reserve.queue(this.client.pipeline(), item.keys, item.args, useSource)
-      const results = await pipeline.wait(replicas, waitTimeoutMs).exec()
-      const [scriptErr, reply] = results?.[0] ?? [new Error('empty pipeline result'), null]
-      if (scriptErr) {
-        if (!useSource && isNoScript(scriptErr)) {
-          useSource = true
-          continue
-        }
-        // ioredis follows MOVED for single commands, not in pipelines that also hold a WAIT.
-        if (attempt < 5 && isRedirect(scriptErr)) {
+      try {
+        // run() falls back to the source on NOSCRIPT and, as a single command, follows MOVED.
+        const reply = toReserveReply(await SCRIPTS.reserve.run(this.client, item.keys, item.args))
+        if (reply.code !== 'RESERVED' || !this.#acks) return reply
+        return { ...reply, replicated: await this.#acks.confirm(saleKeys(item.productId).ackMark) }
+      } catch (err) {
+        if (attempt < 5 && isRedirect(err)) {
           await refreshSlots(this.client)
           await sleep(20 * attempt)
           continue
         }
-        throw scriptErr
+        throw err
       }
-      const [waitErr, acked] = results?.[1] ?? [null, 0]
-      return toReserveReply(reply, !waitErr && Number(acked) >= replicas)
     }
   }
 
   async remaining(productId: string): Promise<number | undefined> {
-    const v = await this.client.get(saleKeys(productId).stock)
+    const v = await withTimeout(this.client.get(saleKeys(productId).stock), READ_DEADLINE_MS)
     return v === null ? undefined : Number(v)
   }
 
   async meta(productId: string): Promise<Record<string, string> | undefined> {
-    const m = await this.client.hgetall(saleKeys(productId).meta)
+    const m = await withTimeout(this.client.hgetall(saleKeys(productId).meta), READ_DEADLINE_MS)
     return Object.keys(m).length === 0 ? undefined : m
   }
 
   /** `reserved|<user>|<round>` → its parts; undefined if Redis does not know the order. */
   async orderStatus(productId: string, orderId: string) {
-    const v = await this.client.hget(saleKeys(productId).status, orderId)
+    const v = await withTimeout(this.client.hget(saleKeys(productId).status, orderId), READ_DEADLINE_MS)
     if (v === null) return undefined
     const [status = '', userId = '', round = '0'] = v.split('|')
     return { status, userId, round: Number(round) }
   }
 
   async saleIds(): Promise<string[]> {
-    return (await this.client.smembers(SALES_REGISTRY_KEY)).sort()
+    return (await withTimeout(this.client.smembers(SALES_REGISTRY_KEY), READ_DEADLINE_MS)).sort()
   }
 }

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import type { ChainableCommander } from 'ioredis'
 import type { RedisClient } from '../redis/connect.js'
+import { isNoScript } from '../redis/redis-errors.js'
 
 /** A Lua script of this service, read once; run by SHA with a fall-back to its source. */
 export class SaleScript {
@@ -39,11 +40,6 @@ export class SaleScript {
       ? pipeline.eval(this.source, this.keyCount, ...keys, ...args)
       : pipeline.evalsha(this.sha, this.keyCount, ...keys, ...args)
   }
-}
-
-/** The script cache is per node and not replicated: a promoted replica answers NOSCRIPT once. */
-export function isNoScript(err: unknown): boolean {
-  return err instanceof Error && err.message.startsWith('NOSCRIPT')
 }
 
 export const SCRIPTS = {

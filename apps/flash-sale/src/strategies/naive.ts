@@ -1,7 +1,7 @@
 import { unavailable } from '../domain/errors.js'
 import { newOrderId } from '../domain/ids.js'
-import { isRedisOutage } from '../redis/connect.js'
 import { saleKeys } from '../redis/keys.js'
+import { isRedisOutage } from '../redis/redis-errors.js'
 import type { SaleStore } from '../sale/sale-store.js'
 import { type CheckoutRequest, type CheckoutResult, type CheckoutStrategy, refusal } from './strategy.js'
 

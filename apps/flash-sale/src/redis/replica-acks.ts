@@ -1,0 +1,189 @@
+import type { Redis } from 'ioredis'
+
+/** Where the writes to confirm were served, and a connection of our own to that node. */
+export interface AckRoute {
+  /** The node (`host:port`) serving `key`'s slot as the sale client routes it now; undefined if unknown. */
+  nodeOf(key: string): string | undefined
+  /** A new connection to `node`, used for nothing but the marker write and WAIT. */
+  connect(node: string): Redis
+}
+
+export interface ReplicaAcksOptions {
+  /** Replicas that must acknowledge. @defaultValue 1 */
+  replicas?: number
+  /** WAIT's own timeout: how long a reservation may wait for a replica before 202. */
+  timeoutMs: number
+  /**
+   * While a node is known to have no replica (its last WAIT timed out with 0 acknowledgements),
+   * reservations are answered unconfirmed at once, and one WAIT round this often checks whether
+   * a replica is back. @defaultValue 1000
+   */
+  probeIntervalMs?: number
+  /** Called once per confirm() with how it ended, for metrics. */
+  onOutcome?: (outcome: AckOutcome) => void
+}
+
+/** acked: a replica holds the writes; timeout/error: it could not be shown; no_replica: not tried. */
+export type AckOutcome = 'acked' | 'timeout' | 'no_replica' | 'error'
+
+interface NodeState {
+  conn: Redis | undefined
+  inFlight: boolean
+  /** Callers for the next round: their writes were answered before it is sent. */
+  next: ((acked: boolean) => void)[]
+  /** A key on this node's slot for the next round's marker write (the newest caller's). */
+  marker: string
+  noReplica: boolean
+  probedAt: number
+}
+
+/** How long past WAIT's own timeout a round may take before its connection is given up. */
+const ROUND_SLACK_MS = 500
+
+/**
+ * Confirms that writes a master has already answered are held by a replica, without ever
+ * making a checkout wait behind another checkout's WAIT (issue 13):
+ *
+ * - **One round in flight per node.** A round is `SET <marker> … ; WAIT n timeout` on a connection
+ *   of its own to the node that served the writes. Callers that arrive while a round is out share
+ *   the next one, so a node sees at most one WAIT at a time from this process, however many
+ *   event-loop turns produce reservations. WAIT used to ride in each turn's reservation pipeline:
+ *   once the promoted master had no replica, every pipeline held the shared connection for the
+ *   full timeout, turns queued behind each other, and every checkout reached its deadline for as
+ *   long as the crowd kept retrying.
+ * - **Why a marker write.** WAIT waits for the replication offset of the calling connection's last
+ *   write. The marker is written after the callers' replies arrived, so its offset is past all of
+ *   their writes (the offset is one sequence per master), and one WAIT on this connection covers
+ *   them all.
+ * - **The same node.** The round goes to the node the sale client routes the slot to now (after
+ *   any MOVED it followed), not through a second slot table. If that node no longer owns the
+ *   slot, the marker is refused (MOVED) and the callers are answered unconfirmed: never a false
+ *   "acked".
+ * - **No replica, no wait.** A round that times out with 0 acknowledgements marks the node as
+ *   having no replica (a promoted master whose old master is gone): until a probe round (every
+ *   `probeIntervalMs`) sees a replica again, confirm() answers false at once.
+ */
+export class ReplicaAcks {
+  readonly #route: AckRoute
+  readonly #replicas: number
+  readonly #timeoutMs: number
+  readonly #probeIntervalMs: number
+  readonly #onOutcome: ((outcome: AckOutcome) => void) | undefined
+  readonly #nodes = new Map<string, NodeState>()
+  #closed = false
+
+  constructor(route: AckRoute, options: ReplicaAcksOptions) {
+    this.#route = route
+    this.#replicas = options.replicas ?? 1
+    this.#timeoutMs = options.timeoutMs
+    this.#probeIntervalMs = options.probeIntervalMs ?? 1_000
+    this.#onOutcome = options.onOutcome
+  }
+
+  /**
+   * Resolves true once the replicas hold every write answered on the node serving `markerKey`'s
+   * slot before this call; false if that could not be shown within the timeout, or at once if the
+   * node is known to have no replica. Never rejects; takes at most timeoutMs + 500 ms.
+   */
+  confirm(markerKey: string): Promise<boolean> {
+    const node = this.#closed ? undefined : this.#route.nodeOf(markerKey)
+    if (node === undefined) return this.#answer('error', false)
+    let st = this.#nodes.get(node)
+    if (st === undefined) {
+      st = { conn: undefined, inFlight: false, next: [], marker: markerKey, noReplica: false, probedAt: 0 }
+      this.#nodes.set(node, st)
+    }
+    if (st.noReplica) {
+      if (!st.inFlight && Date.now() - st.probedAt >= this.#probeIntervalMs) {
+        st.probedAt = Date.now()
+        st.marker = markerKey
+        this.#send(node, st)
+      }
+      return this.#answer('no_replica', false)
+    }
+    st.marker = markerKey
+    const wait = new Promise<boolean>((resolve) => st.next.push(resolve))
+    if (!st.inFlight) this.#send(node, st)
+    return wait
+  }
+
+  #answer(outcome: AckOutcome, acked: boolean): Promise<boolean> {
+    this.#onOutcome?.(outcome)
+    return Promise.resolve(acked)
+  }
+
+  #send(node: string, st: NodeState): void {
+    const callers = st.next
+    st.next = []
+    st.inFlight = true
+    let conn = st.conn
+    if (conn === undefined) {
+      conn = this.#route.connect(node)
+      st.conn = conn
+    }
+    let done = false
+    const finish = (outcome: Exclude<AckOutcome, 'no_replica'>) => {
+      if (done) return
+      done = true
+      clearTimeout(timer)
+      st.inFlight = false
+      for (const resolve of callers) {
+        this.#onOutcome?.(outcome)
+        resolve(outcome === 'acked')
+      }
+      if (st.next.length > 0 && !this.#closed) {
+        // Callers that came while this round was out: if it just showed there is no replica,
+        // they are answered now instead of waiting for a round that would time out too.
+        if (st.noReplica) {
+          const waiting = st.next
+          st.next = []
+          for (const resolve of waiting) {
+            this.#onOutcome?.('no_replica')
+            resolve(false)
+          }
+        } else this.#send(node, st)
+      }
+    }
+    // A node that went away leaves the round unanswered: give up on it and on its connection
+    // (a new one is made for the next round; by then the slot has usually moved).
+    const timer = setTimeout(() => {
+      if (st.conn === conn) st.conn = undefined
+      conn.disconnect()
+      finish('error')
+    }, this.#timeoutMs + ROUND_SLACK_MS)
+    conn
+      .pipeline()
+      .set(st.marker, '1', 'PX', 60_000)
+      .wait(this.#replicas, this.#timeoutMs)
+      .exec()
+      .then(
+        (results) => {
+          const [setErr] = results?.[0] ?? [new Error('no reply')]
+          const [waitErr, acks] = results?.[1] ?? [new Error('no reply'), 0]
+          if (setErr || waitErr) return finish('error')
+          if (Number(acks) >= this.#replicas) {
+            st.noReplica = false
+            return finish('acked')
+          }
+          if (Number(acks) === 0) {
+            st.noReplica = true
+            st.probedAt = Date.now()
+          }
+          finish('timeout')
+        },
+        () => finish('error'),
+      )
+  }
+
+  /** Answers every caller waiting for a round (unconfirmed) and closes the connections. */
+  close(): void {
+    this.#closed = true
+    for (const st of this.#nodes.values()) {
+      for (const resolve of st.next) resolve(false)
+      st.next = []
+      st.conn?.disconnect()
+      st.conn = undefined
+    }
+    this.#nodes.clear()
+  }
+}
