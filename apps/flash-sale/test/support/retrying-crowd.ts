@@ -1,0 +1,188 @@
+import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Pool } from 'undici'
+import type { CheckoutOutcome } from './checkouts.js'
+
+/** One HTTP attempt of the crowd. */
+export interface CrowdRequest {
+  userId: number
+  /** Date.now() when it was sent. */
+  sentAt: number
+  /** Send to last byte; the client's timeout when it timed out. */
+  ms: number
+  /** HTTP status; 0 for a timeout or a connection error. */
+  status: number
+  code: string | undefined
+  orderId: string | undefined
+}
+
+export interface CrowdOptions {
+  url: string
+  productId: number | string
+  /** Concurrent clients (connections), each one user at a time. */
+  clients: number
+  /** Users from 1 to this; without it, every client takes fresh user ids until stopped. */
+  users?: number
+  /** The first user id. @defaultValue 1 */
+  firstUser?: number
+  /** Pause before a retry after 429, 503 or a timeout: uniform in [min, max] ms. @defaultValue [100, 300] */
+  retryDelayMs?: [number, number]
+  /** A request without an answer after this long is a timeout (retried). @defaultValue 5000 */
+  timeoutMs?: number
+  /** Pause of a client between one user's final answer and the next user: [min, max] ms. @defaultValue [0, 0] */
+  thinkMs?: [number, number]
+  /** With `users`, start again at the first user (with new keys) instead of stopping. @defaultValue false */
+  cycle?: boolean
+  /** The crowd stops (each client after its request in flight) once this resolves or aborts. */
+  stop: AbortSignal
+}
+
+export interface CrowdResult {
+  requests: CrowdRequest[]
+  /** The final answer of every user that got one (200/202/409/4xx other than 429), for violations(). */
+  finals: CheckoutOutcome[]
+  /** Users that were still retrying when the crowd stopped. */
+  unanswered: number
+}
+
+/**
+ * The crowd of issue 13: each client is one user at a time who posts a checkout with an
+ * Idempotency-Key of their own and, on 429, 503 or a timeout, retries it with the same key after
+ * 100–300 ms, for as long as it takes; then the next user. Unlike a ramp with think time, this is
+ * the load a sold-out sale gets: every refusal comes straight back.
+ */
+export async function runRetryingCrowd(o: CrowdOptions): Promise<CrowdResult> {
+  const [minDelay, maxDelay] = o.retryDelayMs ?? [100, 300]
+  const timeoutMs = o.timeoutMs ?? 5_000
+  const pool = new Pool(o.url, { connections: o.clients, pipelining: 1 })
+  const requests: CrowdRequest[] = []
+  const finals: CheckoutOutcome[] = []
+  const firstUser = o.firstUser ?? 1
+  let nextUser = firstUser
+  const lastUser = o.users === undefined ? Number.POSITIVE_INFINITY : firstUser + o.users - 1
+  const [minThink, maxThink] = o.thinkMs ?? [0, 0]
+  let unanswered = 0
+
+  const attempt = async (userId: number, key: string): Promise<CrowdRequest> => {
+    const sentAt = Date.now()
+    const started = performance.now()
+    try {
+      const res = await pool.request({
+        method: 'POST',
+        path: '/v1/checkout',
+        headers: { 'content-type': 'application/json', 'idempotency-key': key },
+        body: JSON.stringify({ product_id: Number(o.productId), user_id: userId }),
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      })
+      const text = await res.body.text()
+      let body: { order_id?: string; error?: { code?: string; order_id?: string } } = {}
+      try {
+        body = JSON.parse(text)
+      } catch {}
+      return {
+        userId,
+        sentAt,
+        ms: performance.now() - started,
+        status: res.statusCode,
+        code: body.error?.code,
+        orderId: body.order_id ?? body.error?.order_id,
+      }
+    } catch {
+      return {
+        userId,
+        sentAt,
+        ms: performance.now() - started,
+        status: 0,
+        code: undefined,
+        orderId: undefined,
+      }
+    }
+  }
+
+  const client = async () => {
+    while (!o.stop.aborted) {
+      if (nextUser > lastUser) {
+        if (!o.cycle) break
+        nextUser = firstUser
+      }
+      const userId = nextUser++
+      const key = randomUUID()
+      for (let retries = 0; ; retries++) {
+        const r = await attempt(userId, key)
+        requests.push(r)
+        if (r.status !== 0 && r.status !== 429 && r.status !== 503) {
+          finals.push({
+            userId,
+            status: r.status,
+            retries,
+            body: {
+              ...(r.status < 300 ? { order_id: r.orderId } : {}),
+              ...(r.code ? { error: { code: r.code, order_id: r.orderId } } : {}),
+            },
+          })
+          break
+        }
+        if (o.stop.aborted) {
+          unanswered++
+          break
+        }
+        await sleep(minDelay + Math.random() * (maxDelay - minDelay))
+      }
+      if (maxThink > 0) await sleep(minThink + Math.random() * (maxThink - minThink))
+    }
+  }
+  await Promise.all(Array.from({ length: o.clients }, client))
+  await pool.close()
+  return { requests, finals, unanswered }
+}
+
+export interface FailoverTimes {
+  killAt: number
+  promotedAt: number
+}
+
+/** What a crowd's requests say about a failover, for the assertions of issue 13. */
+export function failoverFacts(requests: CrowdRequest[], t: FailoverTimes) {
+  const answered = (r: CrowdRequest) => r.status === 200 || r.status === 202 || r.status === 409
+  const firstAnswered = requests
+    .filter((r) => r.sentAt >= t.promotedAt && answered(r))
+    .reduce((min, r) => Math.min(min, r.sentAt + r.ms), Number.POSITIVE_INFINITY)
+  const statuses: Record<string, number> = {}
+  for (const r of requests) statuses[r.status] = (statuses[r.status] ?? 0) + 1
+  return {
+    statuses,
+    /** From the promotion (seen by every node) to the first 200/202/409 of a request sent after it. */
+    recoveryMs: firstAnswered - t.promotedAt,
+    /** Requests sent at least `ms` after the promotion, and those of them not answered 200/202/409. */
+    after: (ms: number) => {
+      const late = requests.filter((r) => r.sentAt >= t.promotedAt + ms)
+      return { sent: late.length, failed: late.filter((r) => !answered(r)) }
+    },
+    slowest: (status: number) =>
+      requests.filter((r) => r.status === status).reduce((m, r) => Math.max(m, r.ms), 0),
+  }
+}
+
+export interface Probe {
+  sentAt: number
+  ms: number
+  status: number
+  body: string
+}
+
+/** GETs `url` every `everyMs` (one at a time) until `stop` aborts; a request is given up after 10 s. */
+export async function poll(url: string, everyMs: number, stop: AbortSignal): Promise<Probe[]> {
+  const probes: Probe[] = []
+  while (!stop.aborted) {
+    const sentAt = Date.now()
+    const started = performance.now()
+    const res = await fetch(url, { signal: AbortSignal.timeout(10_000) }).then(
+      async (r) => ({ status: r.status, body: await r.text() }),
+      () => ({ status: 0, body: '' }),
+    )
+    probes.push({ sentAt, ms: performance.now() - started, ...res })
+    await sleep(everyMs)
+  }
+  return probes
+}
