@@ -17,8 +17,9 @@ const HELP = `flash-sale load [options]
   --product <id>          product_id to buy                    (default ${DEFAULT_LOAD_OPTIONS.productId})
   --users <min-max>       user_id range, uniform               (default ${DEFAULT_LOAD_OPTIONS.userIdMin}-${DEFAULT_LOAD_OPTIONS.userIdMax})
   --think <duration>      pause between a VU's purchases       (default ${DEFAULT_LOAD_OPTIONS.thinkTimeMs}ms)
-  --repeat <ratio>        share of users retrying after 429/503 (default ${DEFAULT_LOAD_OPTIONS.repeatRatio})
-  --max-retries <n>       retries per purchase                 (default ${DEFAULT_LOAD_OPTIONS.maxRetries})
+  --repeat <ratio>        share of users retrying after 429/503/timeout (default ${DEFAULT_LOAD_OPTIONS.repeatRatio})
+  --max-retries <n|inf>   retries per purchase; inf: until answered (default ${DEFAULT_LOAD_OPTIONS.maxRetries})
+  --retry-delay <min-max> pause before a retry instead of --think, e.g. 100ms-300ms
   --double-click <ratio>  share of purchases sent twice at once (default ${DEFAULT_LOAD_OPTIONS.doubleClickRatio})
   --no-idempotency-keys   send no Idempotency-Key header
   --duration <duration>   cap on the run's length              (default: the stages' length)
@@ -27,8 +28,10 @@ const HELP = `flash-sale load [options]
   --quiet                 no progress line
   -h, --help
 
-Durations: 500ms, 20s, 1m, 1m30s. Example:
-  flash-sale load --stages 10s:50,20s:200,10s:0 --double-click 0.1 --json load.json`
+Durations: 500ms, 20s, 1m, 1m30s. Examples:
+  flash-sale load --stages 10s:50,20s:200,10s:0 --double-click 0.1 --json load.json
+  flash-sale load --stages 1s:200,30s:200 --repeat 1 --max-retries inf --retry-delay 100ms-300ms
+                                                # the retry storm of a sold-out sale`
 
 function num(option: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined
@@ -52,6 +55,14 @@ function userRange(value: string | undefined): Pick<LoadOptions, 'userIdMin' | '
   const m = /^(\d+)-(\d+)$/.exec(value.trim())
   if (!m) throw new LoadOptionError('--users', `expected 'min-max' like 1-99999, got '${value}'`)
   return { userIdMin: Number(m[1]), userIdMax: Number(m[2]) }
+}
+
+function retryDelay(value: string | undefined): [number, number] | undefined {
+  if (value === undefined) return undefined
+  const [min, max, ...rest] = value.split('-')
+  if (rest.length > 0 || min === undefined || max === undefined)
+    throw new LoadOptionError('--retry-delay', `expected 'min-max' like 100ms-300ms, got '${value}'`)
+  return [ms('--retry-delay', min)!, ms('--retry-delay', max)!]
 }
 
 /** argv → LoadOptions; throws LoadOptionError. Exported for tests. */
@@ -79,7 +90,11 @@ export function parseLoadArgs(argv: string[]): {
   set('productId', num('--product', v.product))
   set('thinkTimeMs', ms('--think', v.think))
   set('repeatRatio', num('--repeat', v.repeat))
-  set('maxRetries', num('--max-retries', v['max-retries']))
+  set(
+    'maxRetries',
+    v['max-retries'] === 'inf' ? Number.POSITIVE_INFINITY : num('--max-retries', v['max-retries']),
+  )
+  set('retryDelayMs', retryDelay(v['retry-delay']))
   set('doubleClickRatio', num('--double-click', v['double-click']))
   set('maxDurationMs', ms('--duration', v.duration))
   set('timeoutMs', ms('--timeout', v.timeout))
@@ -100,6 +115,7 @@ function parse(argv: string[]) {
       think: { type: 'string' },
       repeat: { type: 'string' },
       'max-retries': { type: 'string' },
+      'retry-delay': { type: 'string' },
       'double-click': { type: 'string' },
       'no-idempotency-keys': { type: 'boolean', default: false },
       duration: { type: 'string' },

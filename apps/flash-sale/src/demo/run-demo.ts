@@ -138,6 +138,13 @@ async function waitForDrain(
   return false
 }
 
+/**
+ * The retry storm's bound, from the kill -9 to the first second answered without a 5xx: failure
+ * detection (cluster-node-timeout 1 s) and promotion take 2–3 s, and issue 13 allows 5 s after
+ * the promotion.
+ */
+const STORM_RECOVERY_S = 10
+
 function summaryRow(
   strategy: DemoStrategy,
   plan: PhasePlan,
@@ -154,9 +161,17 @@ function summaryRow(
   const recoveries = faults.map((f) => f.recoveryMs)
   const recoveryMs =
     recoveries.length === 0 || recoveries.includes(null) ? null : Math.max(...(recoveries as number[]))
-  const broke = check.violations.length > 0
+  const stormFailed =
+    plan.retryStorm === true && (recoveryMs === null || recoveryMs > STORM_RECOVERY_S * 1_000)
+  const violations = stormFailed
+    ? [
+        ...check.violations,
+        `not answered again within ${STORM_RECOVERY_S} s of the master kill while the crowd retried (recovery ${recoveryMs === null ? 'never' : `${(recoveryMs / 1000).toFixed(1)} s`})`,
+      ]
+    : check.violations
+  const broke = violations.length > 0
   const verdict = !broke ? 'pass' : strategy === 'naive' ? 'expected-fail' : 'fail'
-  const notes = [...check.violations, ...check.notes]
+  const notes = [...violations, ...check.notes]
   if (!drained) notes.push(`the worker had not settled every order within the drain time-out`)
   if (strategy === 'naive' && !broke && plan.stock > 0) notes.push('naive did not oversell this time')
   return {
@@ -221,6 +236,9 @@ async function runPhase(
       userIdMax: plan.users,
       repeatRatio: plan.repeatRatio,
       doubleClickRatio: plan.doubleClickRatio,
+      ...(plan.retryStorm
+        ? { maxRetries: Number.POSITIVE_INFINITY, retryDelayMs: [100, 300] as [number, number] }
+        : {}),
     },
     {
       ...(hooks.signal ? { signal: hooks.signal } : {}),
@@ -328,10 +346,11 @@ export function demoVerdict(strategies: readonly StrategyReport[], aborted: bool
   }
   if (aborted) details.unshift('stopped early (Ctrl-C): the figures cover the phases that ran')
   const names = correct.map((s) => s.strategy).join(' and ')
-  const faults = strategies[0]?.phases[0]?.faults.length ?? 0
+  const phases = strategies[0]?.phases ?? []
+  const faults = phases.reduce((a, p) => a + p.faults.length, 0)
   const ok = broken.length === 0 && !aborted && correct.every((s) => s.phases.length > 0)
   const headline = ok
-    ? `${names || 'no correct strategy'} held every invariant under ${faults} faults per phase: 0 oversold, every 200 persisted, nobody twice, no double charge`
+    ? `${names || 'no correct strategy'} held every invariant under ${faults} faults in ${phases.length} phases (a retry storm among them): 0 oversold, every 200 persisted, nobody twice, no double charge, answered again within ${STORM_RECOVERY_S} s of a master kill`
     : broken.length > 0
       ? `${broken.map((s) => s.strategy).join(' and ')} broke an invariant`
       : 'the run did not finish'

@@ -1,6 +1,7 @@
-// The demo's script: per strategy two phases (the articles' story, 100 units of product 9921,
-// then a larger sale for sustained throughput), each under a k6-style ramp of many distinct
-// users with repeats and double clicks, with the same four faults at fixed moments.
+// The demo's script: per strategy three phases (the articles' story, 100 units of product 9921;
+// a larger sale for sustained throughput; then the retry storm of a sold-out sale), the first two
+// under a k6-style ramp of many distinct users with repeats and double clicks, with the same four
+// faults at fixed moments.
 //
 // Decisions the issue leaves open:
 // - The master killed is the one holding the sale's slot ({sale:<id>}), found when the fault
@@ -8,6 +9,8 @@
 // - The lock-node faults hit nodes 2 (kill -9, back after a few seconds, with its AOF) and 0
 //   (SIGSTOP for a second) of the 5 Redlock nodes: only `redlock` uses them, which is the point
 //   (the other strategies do not care).
+// - The third phase is the retry storm of issue 13: one fault (the sale's master, left dead
+//   while the crowd retries), since that crowd is what kept the checkout down.
 // - `full` runs the articles' whole ramp (30s→100, 1m→500, 30s→0) once per strategy, on the
 //   story phase; the throughput phase keeps the default length.
 import {
@@ -36,6 +39,11 @@ export interface PhasePlan {
   /** Share of users who retry after 429/503 and of purchases sent twice at once. */
   repeatRatio: number
   doubleClickRatio: number
+  /**
+   * The retry storm: every refused user retries until answered, 100–300 ms apart (instead of
+   * `repeatRatio` of them up to 3 times after the think time).
+   */
+  retryStorm?: boolean
   /** User ids are drawn from 1..users: fewer users than purchases means repeats. */
   users: number
 }
@@ -70,6 +78,34 @@ const ramp = (...parts: [number, number][]): Stage[] =>
 const STORY = { id: 'sale-100', productId: 9921, stock: 100, repeatRatio: 0.5, doubleClickRatio: 0.05 }
 const BULK = { productId: 9922, repeatRatio: 0.5, doubleClickRatio: 0.05 }
 
+/**
+ * Issue 13's crowd: a sold-out sale whose every refused user clicks again within 100–300 ms with
+ * the same Idempotency-Key, and the sale's master killed 0.5 s after the sale opens and left dead
+ * (as a lost pod is until it is rescheduled) for `deadS`. The checkout must come back while the
+ * crowd is still there.
+ */
+function retryStorm(seconds: number, vus: number, deadS: number): PhasePlan {
+  return {
+    id: 'storm-100',
+    label: `100 units, retry storm: ${vus} clients retrying every 100–300 ms, sale master killed`,
+    productId: 9923,
+    stock: 100,
+    repeatRatio: 1,
+    doubleClickRatio: 0.05,
+    retryStorm: true,
+    users: 4_000,
+    stages: ramp([0.2, vus], [seconds - 0.2, vus]),
+    schedule: [
+      {
+        at: s(0.5),
+        fault: 'kill-master',
+        durationMs: s(deadS),
+        label: `kill -9 sale master, left dead ${deadS} s`,
+      },
+    ],
+  }
+}
+
 /** The phases of one strategy for a profile. */
 export function phasePlans(profile: DemoProfile): PhasePlan[] {
   switch (profile) {
@@ -91,6 +127,7 @@ export function phasePlans(profile: DemoProfile): PhasePlan[] {
           schedule: faults(0.8, 1, 1_500, 1_500),
           users: 5_000,
         },
+        retryStorm(6, 100, 4),
       ]
     case 'default':
     case 'full': {
@@ -121,6 +158,7 @@ export function phasePlans(profile: DemoProfile): PhasePlan[] {
           schedule: faults(2, 3, 2_500, 2_500),
           users: 20_000,
         },
+        retryStorm(12, 200, 9),
       ]
     }
   }

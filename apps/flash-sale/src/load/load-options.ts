@@ -18,12 +18,18 @@ export interface LoadOptions {
   /** Pause of each VU between purchases (k6 `sleep(0.1)`). @defaultValue 100 */
   thinkTimeMs?: number
   /**
-   * Share of users who, answered 429 BUSY or 503 UNAVAILABLE, retry the same purchase (same
-   * user, same Idempotency-Key) after the think time, up to maxRetries times. @defaultValue 0.5
+   * Share of users who, answered 429 BUSY or 503 UNAVAILABLE or not answered at all (a timeout),
+   * retry the same purchase (same user, same Idempotency-Key) after the think time (or
+   * retryDelayMs), up to maxRetries times. @defaultValue 0.5
    */
   repeatRatio?: number
-  /** @defaultValue 3 */
+  /** Infinity: until a final answer (the retry storm of a sold-out sale). @defaultValue 3 */
   maxRetries?: number
+  /**
+   * The pause before a retry, uniform in [min, max] ms, instead of the think time: `[100, 300]`
+   * is a crowd clicking again as fast as a person does. @defaultValue null (the think time)
+   */
+  retryDelayMs?: [number, number] | null
   /** Share of purchases sent twice at once with the same Idempotency-Key (a double click). @defaultValue 0.05 */
   doubleClickRatio?: number
   /** Send an Idempotency-Key (a UUID per purchase). Off: double clicks carry no key. @defaultValue true */
@@ -51,6 +57,7 @@ export const DEFAULT_LOAD_OPTIONS = Object.freeze({
   thinkTimeMs: 100,
   repeatRatio: 0.5,
   maxRetries: 3,
+  retryDelayMs: null,
   doubleClickRatio: 0.05,
   idempotencyKeys: true,
   maxDurationMs: Number.POSITIVE_INFINITY,
@@ -103,7 +110,19 @@ export function resolveLoadOptions(input: LoadOptions = {}): ResolvedLoadOptions
   checkInt('userIdMax', o.userIdMax, o.userIdMin)
   checkMs('thinkTimeMs', o.thinkTimeMs, 0)
   checkRatio('repeatRatio', o.repeatRatio)
-  checkInt('maxRetries', o.maxRetries, 0)
+  if (o.maxRetries !== Number.POSITIVE_INFINITY) checkInt('maxRetries', o.maxRetries, 0)
+  if (o.retryDelayMs !== null) {
+    const [min, max] = Array.isArray(o.retryDelayMs) ? o.retryDelayMs : []
+    if (
+      o.retryDelayMs.length !== 2 ||
+      !(typeof min === 'number' && min >= 0) ||
+      !(typeof max === 'number' && max >= min)
+    )
+      throw new LoadOptionError(
+        'retryDelayMs',
+        `expected [min, max] ms with 0 <= min <= max, got ${JSON.stringify(o.retryDelayMs)}`,
+      )
+  }
   checkRatio('doubleClickRatio', o.doubleClickRatio)
   checkMs('maxDurationMs', o.maxDurationMs, 1, true)
   checkMs('timeoutMs', o.timeoutMs, 1)

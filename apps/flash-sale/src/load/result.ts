@@ -60,7 +60,11 @@ export interface LoadResult {
   durationMs: number
   /** 'completed': the stages ran out; 'cap': maxDurationMs; 'aborted': the caller's signal. */
   stopReason: 'completed' | 'cap' | 'aborted'
-  options: Omit<ResolvedLoadOptions, 'maxDurationMs'> & { maxDurationMs: number | null }
+  /** As resolved; Infinity is written as null (JSON has no Infinity). */
+  options: Omit<ResolvedLoadOptions, 'maxDurationMs' | 'maxRetries'> & {
+    maxDurationMs: number | null
+    maxRetries: number | null
+  }
   totals: LoadTotals
   /** Over every HTTP answer of the run: exact nearest-rank percentiles (see latency.ts). */
   latency: LatencySummary

@@ -125,6 +125,13 @@ export async function runLoad(input: LoadOptions = {}, hooks: RunLoadHooks = {})
     await sleep(options.thinkTimeMs, undefined, { signal: soft.signal }).catch(() => undefined)
   }
 
+  const pauseBeforeRetry = async () => {
+    if (options.retryDelayMs === null) return think()
+    const [min, max] = options.retryDelayMs
+    if (soft.signal.aborted) return
+    await sleep(min + Math.random() * (max - min), undefined, { signal: soft.signal }).catch(() => undefined)
+  }
+
   const purchase = async () => {
     const span = options.userIdMax - options.userIdMin + 1
     const userId = options.userIdMin + Math.floor(Math.random() * span)
@@ -141,9 +148,9 @@ export async function runLoad(input: LoadOptions = {}, hooks: RunLoadHooks = {})
       } else {
         status = await send(userId, key)
       }
-      const refused = status === 429 || status === 503
+      const refused = status === undefined || status === 429 || status === 503
       if (!refused || !retries || attempt >= options.maxRetries || soft.signal.aborted) return
-      await think()
+      await pauseBeforeRetry()
       if (soft.signal.aborted) return
       recorder.totals.retries++
     }
@@ -219,6 +226,7 @@ export async function runLoad(input: LoadOptions = {}, hooks: RunLoadHooks = {})
     options: {
       ...options,
       maxDurationMs: Number.isFinite(options.maxDurationMs) ? options.maxDurationMs : null,
+      maxRetries: Number.isFinite(options.maxRetries) ? options.maxRetries : null,
     },
     totals: recorder.totals,
     latency,

@@ -43,6 +43,9 @@ export function faultImpacts(
       }
       if (recoveryMs !== null && from > endMs) break
     }
+    // Requests all through the fault and not one failed: it cost nothing, even if the load ended
+    // before the fault did (a master left dead until the end of the phase).
+    if (recoveryMs === null && !sawFailure && total > 0) recoveryMs = 0
     return { label: e.label, failed, total, recoveryMs }
   })
 }

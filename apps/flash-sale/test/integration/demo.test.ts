@@ -84,26 +84,35 @@ describe('flash-sale demo, quick profile, every fault', () => {
     return s!
   }
 
-  it('injects the four faults in every phase of every strategy, each applied and undone', () => {
+  it('injects the four faults in the first two phases and the master kill in the retry storm, each applied and undone', () => {
     expect(result.input.strategies.map((s) => s.strategy)).toEqual(['naive', 'redlock', 'lua'])
     for (const s of result.input.strategies) {
-      expect(s.phases.map((p) => p.id)).toEqual(['sale-100', 'sale-1000'])
+      expect(s.phases.map((p) => p.id)).toEqual(['sale-100', 'sale-1000', 'storm-100'])
       for (const p of s.phases) {
-        expect(p.faults.map((f) => f.fault)).toEqual([
-          'kill-master',
-          'kill-lock-node',
-          'kill-worker',
-          'sigstop',
-        ])
+        expect(p.faults.map((f) => f.fault)).toEqual(
+          p.id === 'storm-100'
+            ? ['kill-master']
+            : ['kill-master', 'kill-lock-node', 'kill-worker', 'sigstop'],
+        )
         for (const f of p.faults) {
           expect(f.error, `${s.strategy} ${p.id} ${f.label}`).toBeUndefined()
           expect(f.appliedMs).toBeGreaterThanOrEqual(f.startedMs)
           expect(f.endedMs).toBeGreaterThanOrEqual(f.appliedMs!)
         }
-        expect(p.summary.faults).toHaveLength(4)
+        expect(p.summary.faults).toHaveLength(p.faults.length)
         expect(p.stockRemaining.length).toBeGreaterThan(0)
       }
     }
+  })
+
+  it('lua is answered again under the retry storm while its master stays dead (issue 13)', () => {
+    const storm = strategy('lua').phases.find((p) => p.id === 'storm-100')!
+    const [kill] = storm.summary.faults
+    expect(kill?.recoveryMs).not.toBeNull()
+    expect(kill!.recoveryMs!).toBeLessThanOrEqual(10_000)
+    // The crowd went on after the kill and got final answers.
+    expect(storm.summary.byStatus['409']).toBeGreaterThan(100)
+    expect(storm.summary.byStatus['500']).toBeUndefined()
   })
 
   it.each(['lua', 'redlock'])(

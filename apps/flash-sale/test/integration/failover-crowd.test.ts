@@ -9,6 +9,7 @@ import {
   type Kill,
   type Observed,
   RECOVERY_BOUND_MS,
+  recoveryMs,
 } from '../support/failover-checks.js'
 import { poll, runRetryingCrowd } from '../support/retrying-crowd.js'
 import { type StackFixture, useStack } from '../support/stack-fixture.js'

@@ -101,6 +101,11 @@ describe('faultImpacts and faultWindows', () => {
     }
     expect(faultImpacts({ ...load, series: dead }, [event])[0]!.recoveryMs).toBeNull()
   })
+
+  it('reports 0 for a fault that lasts past the end of the load and cost nothing', () => {
+    const untilTheEnd = { ...event, startedMs: 4_100, endedMs: 9_000 }
+    expect(faultImpacts(load, [untilTheEnd])[0]).toMatchObject({ failed: 0, recoveryMs: 0 })
+  })
 })
 
 describe('the report in headless Chromium', () => {

@@ -42,6 +42,27 @@ describe('stages', () => {
   })
 })
 
+describe('the retry storm (issue 13)', () => {
+  it('retries until answered, 100–300 ms apart: --max-retries inf --retry-delay 100ms-300ms', () => {
+    const { options } = parseLoadArgs([
+      '--repeat',
+      '1',
+      '--max-retries',
+      'inf',
+      '--retry-delay',
+      '100ms-300ms',
+    ])
+    expect(options).toMatchObject({
+      repeatRatio: 1,
+      maxRetries: Number.POSITIVE_INFINITY,
+      retryDelayMs: [100, 300],
+    })
+    expect(resolveLoadOptions(options).maxRetries).toBe(Number.POSITIVE_INFINITY)
+    expect(optionOf(() => parseLoadArgs(['--retry-delay', '100ms']))).toBe('--retry-delay')
+    expect(optionOf(() => parseLoadArgs(['--retry-delay', 'fast-slow']))).toBe('--retry-delay')
+  })
+})
+
 describe('resolveLoadOptions', () => {
   it('defaults to the articles’ k6 scenario', () => {
     const o = resolveLoadOptions()
@@ -58,6 +79,11 @@ describe('resolveLoadOptions', () => {
     expect(optionOf(() => resolveLoadOptions({ doubleClickRatio: -0.1 }))).toBe('doubleClickRatio')
     expect(optionOf(() => resolveLoadOptions({ userIdMin: 10, userIdMax: 5 }))).toBe('userIdMax')
     expect(optionOf(() => resolveLoadOptions({ timeoutMs: 0 }))).toBe('timeoutMs')
+    expect(optionOf(() => resolveLoadOptions({ maxRetries: -1 }))).toBe('maxRetries')
+    expect(optionOf(() => resolveLoadOptions({ retryDelayMs: [300, 100] }))).toBe('retryDelayMs')
+    expect(optionOf(() => resolveLoadOptions({ retryDelayMs: [100] as unknown as [number, number] }))).toBe(
+      'retryDelayMs',
+    )
     expect(optionOf(() => resolveLoadOptions({ stages: [] }))).toBe('stages')
     expect(optionOf(() => resolveLoadOptions({ stages: [{ durationMs: 0, target: 5 }] }))).toBe('stages')
     expect(optionOf(() => resolveLoadOptions({ productId: 0 }))).toBe('productId')
