@@ -70,6 +70,9 @@ describe.each<Durability>(['replica', 'none'])(
       async ({ clients, n }) => {
         const productId = String(base + n)
         const { observed, kill } = await floodAcrossKill(fx, productId, clients)
+        console.log(
+          `[failover-crowd] ${durability}, ${clients} clients: answered ${recoveryMs(observed, kill)} ms after the promotion`,
+        )
         expect([...brokenOverall(observed), ...brokenByKill(observed, kill, productId)]).toEqual([])
         // The flood it is: nearly every final answer is a refusal.
         expect(observed.crowd.finals.filter((o) => o.status === 409).length).toBeGreaterThan(1_000)
