@@ -59,15 +59,14 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
           onOutcome: (outcome) => metrics.replicaAcks.inc({ outcome }),
         })
       : undefined
-  const watch =
-    config.strategy === 'redlock'
-      ? undefined
-      : new SlotWatch(redis, {
-          onProbed: (seconds) => {
-            for (const [product_id, s] of seconds) metrics.saleStoreUnreachable.set({ product_id }, s)
-          },
-        })
-  watch?.start()
+  // Every strategy watches the sales' slots (the gauge); only lua and naive reserve there, so
+  // only their readiness depends on it.
+  const watch = new SlotWatch(redis, {
+    onProbed: (seconds) => {
+      for (const [product_id, s] of seconds) metrics.saleStoreUnreachable.set({ product_id }, s)
+    },
+  })
+  watch.start()
   const store = new SaleStore(redis, { acks, watch })
   const cache = new Cache({ client: redis, prefix: CACHE_PREFIX, l1MaxEntries: 10_000 })
   const stopCacheMetrics = bridge.observeCache(cache, 'catalog')
@@ -97,7 +96,7 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   // any Redis node answering will do.
   const unready = cached(async (): Promise<string | undefined> => {
     const redisDown =
-      watch?.hasSales() === true
+      config.strategy !== 'redlock' && watch.hasSales()
         ? Promise.resolve(watch.reachable() ? undefined : "a sale's Redis slot is unreachable")
         : withTimeout(redis.ping(), 1_000).then(
             () => undefined,
@@ -133,7 +132,7 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
     metrics,
     async close() {
       await strategy.close()
-      watch?.stop()
+      watch.stop()
       acks?.close()
       stopCacheMetrics()
       await cache.close()

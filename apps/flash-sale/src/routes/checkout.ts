@@ -70,8 +70,12 @@ export async function checkoutRoutes(app: FastifyInstance, deps: AppDeps): Promi
       }
       throw err
     } finally {
+      const ms = performance.now() - started
+      // The time this instance spent on the request (W3C Server-Timing): a client that waited
+      // longer waited in queues before it (issue 13's tests check the deadline with it).
+      reply.header('server-timing', `app;dur=${ms.toFixed(1)}`)
       deps.metrics.checkouts.inc({ strategy, outcome, status: String(status) })
-      deps.metrics.checkoutDuration.observe({ strategy }, (performance.now() - started) / 1_000)
+      deps.metrics.checkoutDuration.observe({ strategy }, ms / 1_000)
     }
   })
 }

@@ -131,6 +131,7 @@ export class SaleStore {
       ],
     )
     await this.client.sadd(SALES_REGISTRY_KEY, sale.productId)
+    this.#watch?.record(sale.productId, true)
   }
 
   /**

@@ -7,8 +7,6 @@ export interface SlotWatchOptions {
   intervalMs?: number
   /** A probe not answered within this is a failure. @defaultValue 1000 */
   probeTimeoutMs?: number
-  /** The registry of sales is re-read every this many probes. @defaultValue 5 */
-  registryEvery?: number
   /** After each probe, with unreachableSeconds() (for the gauge). */
   onProbed?: (unreachableSeconds: Map<string, number>) => void
 }
@@ -20,7 +18,8 @@ interface SaleContact {
 
 /**
  * Whether each sale's slot answers this instance: from every reservation's outcome (free), and
- * from one cheap read per sale per second (so an idle instance knows too). It drives readiness
+ * from one cheap read per sale per second plus one SMEMBERS of the sales registry (so an idle
+ * instance knows too, and learns of sales created elsewhere). It drives readiness
  * (/readyz is false while a sale's slot is unreachable) and the gauge
  * `flash_sale_sale_store_unreachable_seconds`, the time since the slot last answered: the signal
  * that would have shown issue 13's outage, where every checkout of one sale ended in 503.
@@ -30,12 +29,11 @@ export class SlotWatch {
   readonly #o: Required<Omit<SlotWatchOptions, 'onProbed'>> & Pick<SlotWatchOptions, 'onProbed'>
   readonly #sales = new Map<string, SaleContact>()
   #timer: NodeJS.Timeout | undefined
-  #probes = 0
   #probing = false
 
   constructor(client: RedisClient, options: SlotWatchOptions = {}) {
     this.#client = client
-    this.#o = { intervalMs: 1_000, probeTimeoutMs: 1_000, registryEvery: 5, ...options }
+    this.#o = { intervalMs: 1_000, probeTimeoutMs: 1_000, ...options }
   }
 
   start(): void {
@@ -76,20 +74,17 @@ export class SlotWatch {
         )
         this.record(id, ok)
       }
-      // The known sales are probed while the registry is read, so a probe lasts about
-      // probeTimeoutMs and a dead slot is seen within intervalMs + probeTimeoutMs.
+      // The known sales are probed while the registry (one SMEMBERS) is read, so a probe lasts
+      // about probeTimeoutMs and a dead slot is seen within intervalMs + probeTimeoutMs.
       const known = [...this.#sales.keys()].map(reach)
-      if (this.#probes++ % this.#o.registryEvery === 0) {
-        const ids = await withTimeout(
-          this.#client.smembers(SALES_REGISTRY_KEY),
-          this.#o.probeTimeoutMs,
-        ).catch(() => [] as string[])
-        for (const id of ids) {
-          if (this.#sales.has(id)) continue
-          // Not reachable until shown to be.
-          this.#sales.set(id, { ok: false, lastOkAt: Date.now() })
-          known.push(reach(id))
-        }
+      const ids = await withTimeout(this.#client.smembers(SALES_REGISTRY_KEY), this.#o.probeTimeoutMs).catch(
+        () => [] as string[],
+      )
+      for (const id of ids) {
+        if (this.#sales.has(id)) continue
+        // Not reachable until shown to be.
+        this.#sales.set(id, { ok: false, lastOkAt: Date.now() })
+        known.push(reach(id))
       }
       await Promise.all(known)
       this.#o.onProbed?.(this.unreachableSeconds())

@@ -4,6 +4,7 @@ import { type Db, inTransaction, isSqlOutage } from '../db/database.js'
 import { ApiError, busy, unavailable } from '../domain/errors.js'
 import { newOrderId } from '../domain/ids.js'
 import { chargeWallet } from '../orders/persist.js'
+import { TimeoutError, withTimeout } from '../runtime-timeout.js'
 import { type CheckoutRequest, type CheckoutResult, type CheckoutStrategy, refusal } from './strategy.js'
 
 interface SaleRow {
@@ -38,14 +39,26 @@ export class RedlockStrategy implements CheckoutStrategy {
   constructor(
     readonly db: Db,
     readonly locks: Redlock,
-    readonly options: { lockWaitMs: number; lockTtlMs?: number },
+    readonly options: {
+      lockWaitMs: number
+      lockTtlMs?: number
+      /**
+       * A checkout not answered within this is answered 503 (the work goes on: a retry with the
+       * same Idempotency-Key gets its outcome). Covers the wait for an SQL connection, the lock
+       * and the transaction. @defaultValue 3000
+       */
+      deadlineMs?: number
+    },
   ) {}
 
   async checkout(req: CheckoutRequest): Promise<CheckoutResult> {
     try {
-      if (req.idempotencyKey === undefined) return await this.#checkout(req)
-      return await this.#idempotent(req, req.idempotencyKey)
+      const work =
+        req.idempotencyKey === undefined ? this.#checkout(req) : this.#idempotent(req, req.idempotencyKey)
+      return await withTimeout(work, this.options.deadlineMs ?? 3_000)
     } catch (err) {
+      if (err instanceof TimeoutError)
+        throw unavailable('the checkout did not finish in time; retry with the same Idempotency-Key', 1, err)
       throw toApiError(err)
     }
   }

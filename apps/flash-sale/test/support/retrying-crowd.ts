@@ -10,6 +10,8 @@ export interface CrowdRequest {
   sentAt: number
   /** Send to last byte; the client's timeout when it timed out. */
   ms: number
+  /** What the service says it spent on it (its Server-Timing header); undefined without an answer. */
+  serverMs: number | undefined
   /** HTTP status; 0 for a timeout or a connection error. */
   status: number
   code: string | undefined
@@ -27,7 +29,11 @@ export interface CrowdOptions {
   firstUser?: number
   /** Pause before a retry after 429, 503 or a timeout: uniform in [min, max] ms. @defaultValue [100, 300] */
   retryDelayMs?: [number, number]
-  /** A request without an answer after this long is a timeout (retried). @defaultValue 5000 */
+  /**
+   * A request without an answer after this long is a timeout (retried): a hang, far above any
+   * deadline of the service, so that queueing on a loaded machine is not mistaken for one.
+   * @defaultValue 10000
+   */
   timeoutMs?: number
   /** Pause of a client between one user's final answer and the next user: [min, max] ms. @defaultValue [0, 0] */
   thinkMs?: [number, number]
@@ -53,7 +59,7 @@ export interface CrowdResult {
  */
 export async function runRetryingCrowd(o: CrowdOptions): Promise<CrowdResult> {
   const [minDelay, maxDelay] = o.retryDelayMs ?? [100, 300]
-  const timeoutMs = o.timeoutMs ?? 5_000
+  const timeoutMs = o.timeoutMs ?? 10_000
   const pool = new Pool(o.url, { connections: o.clients, pipelining: 1 })
   const requests: CrowdRequest[] = []
   const finals: CheckoutOutcome[] = []
@@ -80,10 +86,12 @@ export async function runRetryingCrowd(o: CrowdOptions): Promise<CrowdResult> {
       try {
         body = JSON.parse(text)
       } catch {}
+      const timing = /app;dur=([\d.]+)/.exec(String(res.headers['server-timing'] ?? ''))
       return {
         userId,
         sentAt,
         ms: performance.now() - started,
+        serverMs: timing ? Number(timing[1]) : undefined,
         status: res.statusCode,
         code: body.error?.code,
         orderId: body.order_id ?? body.error?.order_id,
@@ -93,6 +101,7 @@ export async function runRetryingCrowd(o: CrowdOptions): Promise<CrowdResult> {
         userId,
         sentAt,
         ms: performance.now() - started,
+        serverMs: undefined,
         status: 0,
         code: undefined,
         orderId: undefined,
@@ -167,6 +176,8 @@ export function failoverFacts(requests: CrowdRequest[], t: FailoverTimes) {
 export interface Probe {
   sentAt: number
   ms: number
+  /** The service's Server-Timing, where it sends one. */
+  serverMs: number | undefined
   status: number
   body: string
 }
@@ -178,8 +189,11 @@ export async function poll(url: string, everyMs: number, stop: AbortSignal): Pro
     const sentAt = Date.now()
     const started = performance.now()
     const res = await fetch(url, { signal: AbortSignal.timeout(10_000) }).then(
-      async (r) => ({ status: r.status, body: await r.text() }),
-      () => ({ status: 0, body: '' }),
+      async (r) => {
+        const timing = /app;dur=([\d.]+)/.exec(r.headers.get('server-timing') ?? '')
+        return { status: r.status, body: await r.text(), serverMs: timing ? Number(timing[1]) : undefined }
+      },
+      () => ({ status: 0, body: '', serverMs: undefined }),
     )
     probes.push({ sentAt, ms: performance.now() - started, ...res })
     await sleep(everyMs)
