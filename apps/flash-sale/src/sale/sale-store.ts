@@ -1,9 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises'
+import { isReserveCode, type ReserveCode } from '../domain/refusals.js'
+import { ServiceError } from '../errors.js'
 import { type RedisClient, refreshSlots } from '../redis/connect.js'
 import { SALES_REGISTRY_KEY, saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { isNoScript, isRedirect, isRedisOutage } from '../redis/redis-errors.js'
 import type { ReplicaAcks } from '../redis/replica-acks.js'
 import { TimeoutError, withTimeout } from '../runtime-timeout.js'
+import type { StockView } from '../strategies/strategy.js'
 import { SCRIPTS } from './scripts.js'
 import type { SlotWatch } from './slot-watch.js'
 
@@ -17,15 +20,6 @@ export interface SaleDefinition {
   endsAtMs: number
   perUserLimit: number
 }
-
-export type ReserveCode =
-  | 'RESERVED'
-  | 'SOLD_OUT'
-  | 'ALREADY_PURCHASED'
-  | 'SALE_NOT_STARTED'
-  | 'SALE_ENDED'
-  | 'UNKNOWN_PRODUCT'
-  | 'IDEMPOTENCY_KEY_REUSED'
 
 export interface ReserveReply {
   code: ReserveCode
@@ -51,30 +45,19 @@ interface PendingReserve {
   reject: (err: unknown) => void
 }
 
-const CODES = new Set<string>([
-  'RESERVED',
-  'SOLD_OUT',
-  'ALREADY_PURCHASED',
-  'SALE_NOT_STARTED',
-  'SALE_ENDED',
-  'UNKNOWN_PRODUCT',
-  'IDEMPOTENCY_KEY_REUSED',
-])
-
-export class UnexpectedScriptReplyError extends Error {
+export class UnexpectedScriptReplyError extends ServiceError {
   readonly code = 'E_UNEXPECTED_REPLY'
   constructor(script: string, reply: unknown) {
     super(`${script}.lua answered ${JSON.stringify(reply)}; this is a bug in the service`)
-    this.name = 'UnexpectedScriptReplyError'
   }
 }
 
 function toReserveReply(reply: unknown): ReserveReply {
-  if (!Array.isArray(reply) || reply.length !== 4 || !CODES.has(String(reply[0]))) {
+  if (!Array.isArray(reply) || reply.length !== 4 || !isReserveCode(reply[0])) {
     throw new UnexpectedScriptReplyError('reserve', reply)
   }
   return {
-    code: reply[0] as ReserveCode,
+    code: reply[0],
     orderId: String(reply[1]),
     remaining: Number(reply[2]),
     replayed: Number(reply[3]) === 1,
@@ -242,6 +225,16 @@ export class SaleStore {
   async remaining(productId: string): Promise<number | undefined> {
     const v = await withTimeout(this.client.get(saleKeys(productId).stock), READ_DEADLINE_MS)
     return v === null ? undefined : Number(v)
+  }
+
+  /** Units left in Redis and order events dead-lettered, for the admin's view of the sale. */
+  async stockView(productId: string): Promise<StockView> {
+    const k = saleKeys(productId)
+    const [remaining, deadLettered] = await withTimeout(
+      Promise.all([this.client.get(k.stock), this.client.xlen(k.dead)]),
+      READ_DEADLINE_MS,
+    )
+    return { remaining: remaining === null ? undefined : Number(remaining), deadLettered }
   }
 
   async meta(productId: string): Promise<Record<string, string> | undefined> {
