@@ -13,6 +13,7 @@ export function buildTarget(prefix: string, resources: string | readonly string[
       resources: Object.freeze([resources]),
       acquireKeys: [k.lock, k.fence, k.queue],
       releaseKeys: [k.lock, k.queue],
+      extendKeys: [k.lock, k.fence],
       lockKeys: [k.lock],
     }
   }
@@ -23,6 +24,7 @@ export function buildTarget(prefix: string, resources: string | readonly string[
   const seen = new Set<string>()
   const acquireKeys: string[] = []
   const releaseKeys: string[] = []
+  const extendKeys: string[] = []
   const lockKeyList: string[] = []
   for (const r of list) {
     if (typeof r !== 'string' || r.length === 0) {
@@ -33,9 +35,16 @@ export function buildTarget(prefix: string, resources: string | readonly string[
     const k = lockKeys(prefix, r)
     acquireKeys.push(k.lock, k.fence, k.queue)
     releaseKeys.push(k.lock, k.queue)
+    extendKeys.push(k.lock, k.fence)
     lockKeyList.push(k.lock)
   }
-  return { resources: Object.freeze([...list]), acquireKeys, releaseKeys, lockKeys: lockKeyList }
+  return {
+    resources: Object.freeze([...list]),
+    acquireKeys,
+    releaseKeys,
+    extendKeys,
+    lockKeys: lockKeyList,
+  }
 }
 
 /**

@@ -45,7 +45,9 @@ export interface LockTarget {
   readonly acquireKeys: readonly string[]
   /** lock and queue key of each resource: what release.lua takes. */
   readonly releaseKeys: readonly string[]
-  /** The lock keys alone: what release.lua and extend.lua take, and the release channels. */
+  /** lock and fence key of each resource: what extend.lua takes. */
+  readonly extendKeys: readonly string[]
+  /** The lock keys alone: the release channels, and what the batches count by. */
   readonly lockKeys: readonly string[]
 }
 
@@ -284,17 +286,26 @@ export async function releaseAll(
   return { released, answered, votes }
 }
 
-/** Compare-and-pexpire on every node; counts the nodes that extended every key of the lock. */
+export interface ExtendRequest {
+  readonly target: LockTarget
+  readonly token: string
+  /** The lock's fencing token: a node sets a missing key again only if it granted nobody since. */
+  readonly fence: number
+  readonly ttlMs: number
+}
+
+/**
+ * Compare-and-pexpire on every node (setting the key again where it is missing and the fence
+ * allows, see extend.lua); counts the nodes that extended every key of the lock.
+ */
 export async function extendAll(
   nodes: Nodes,
-  target: LockTarget,
-  token: string,
-  ttlMs: number,
+  { target, token, fence, ttlMs }: ExtendRequest,
 ): Promise<{ extended: number; answered: number; votes: NodeVote[]; start: number }> {
   const start = performance.now()
-  const args = [token, ttlMs, target.lockKeys.length]
+  const args = [token, ttlMs, fence, target.lockKeys.length]
   const requests = nodes.links.map((l) =>
-    l.canVote(start) ? l.call(EXTEND, target.lockKeys, args, true) : undefined,
+    l.canVote(start) ? l.call(EXTEND, target.extendKeys, args, true) : undefined,
   )
   const refusable = nodes.links.length - nodes.quorum
   const outcomes = await gather(requests, nodes.nodeTimeoutMs, (out) => {
