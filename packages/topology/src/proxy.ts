@@ -172,7 +172,8 @@ export async function startProxy(
       fault.jitterMs = Math.max(0, jitterMs)
     },
     setPacketLoss(share, retransmitMs = DEFAULT_RETRANSMIT_MS) {
-      if (!(share >= 0 && share <= 1)) throw new RangeError(`packet loss share must be in [0, 1], got ${share}`)
+      if (!(share >= 0 && share <= 1))
+        throw new RangeError(`packet loss share must be in [0, 1], got ${share}`)
       fault.lossShare = share
       fault.retransmitMs = Math.max(0, retransmitMs)
     },

@@ -3,8 +3,8 @@
  * tables below; per-call overrides go through the same resolver as the constructor's values.
  */
 import { InvalidOptionError } from '../errors.js'
-import { type KunciClient, toRedisClient } from '../redis/client.js'
-import type { RedisClient } from '../redis/lua-script.js'
+import { type KunciClient, toRedisPort } from '../redis/client.js'
+import type { RedisPort } from '../redis/port.js'
 import type { Serializer } from './serializer.js'
 import { jsonSerializer } from './serializer.js'
 
@@ -133,7 +133,8 @@ export const DEFAULT_CACHE_OPTIONS = Object.freeze({
 export type ResolvedEntryOptions = Readonly<Required<EntryOptions>>
 
 export interface ResolvedCacheOptions {
-  readonly client: RedisClient
+  /** The user's client, behind the port (redis/port.ts). */
+  readonly client: RedisPort
   readonly prefix: string
   readonly serializer: Serializer
   readonly l1MaxEntries: number
@@ -231,7 +232,7 @@ export function resolveCacheOptions(input: CacheOptions): ResolvedCacheOptions {
   if (input === null || typeof input !== 'object') {
     throw new InvalidOptionError('options', 'pass an options object: new Cache({ client }).')
   }
-  const client = toRedisClient(input.client, 'client')
+  const client = toRedisPort(input.client, 'client')
   const d = DEFAULT_CACHE_OPTIONS
   const prefix = input.prefix ?? d.prefix
   if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {

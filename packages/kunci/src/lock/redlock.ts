@@ -304,7 +304,8 @@ export class Redlock implements LockOwner {
   #leaveQueues(target: LockTarget): void {
     for (const l of this.#links) {
       for (let i = 1; i < target.releaseKeys.length; i += 2) {
-        l.client.zrem(target.releaseKeys[i]!, this.#waiterId).catch(() => {})
+        const key = target.releaseKeys[i]!
+        l.port.send('zrem', [key, this.#waiterId], { key }).catch(() => {})
       }
     }
   }

@@ -15,10 +15,17 @@ let clients: Redis[]
 const managers: Redlock[] = []
 
 /** The compare-and-delete a foreign lock library runs on release (node-redlock, redsync). */
-const FOREIGN_RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+const FOREIGN_RELEASE =
+  "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 function manager(): Redlock {
-  const m = new Redlock({ clients, prefix: PREFIX, quarantine: false, nodeTimeoutMs: 1000, onWarning: () => {} })
+  const m = new Redlock({
+    clients,
+    prefix: PREFIX,
+    quarantine: false,
+    nodeTimeoutMs: 1000,
+    onWarning: () => {},
+  })
   managers.push(m)
   return m
 }

@@ -57,9 +57,7 @@ describe('lean and batched script paths', () => {
     await expect(waiting).rejects.toBeInstanceOf(LockNotAcquiredError)
     await until(
       async () =>
-        (await Promise.all(clients.map((c) => c.get(`kunci:{${held}}`)))).every(
-          (v) => v === `${holder}!`,
-        ),
+        (await Promise.all(clients.map((c) => c.get(`kunci:{${held}}`)))).every((v) => v === `${holder}!`),
       'the waiter to mark the lock on every node',
     )
   })
