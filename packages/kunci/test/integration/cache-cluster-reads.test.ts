@@ -113,7 +113,7 @@ describe.each([
     for (const key of hits) await cache.set({ key, value: `cached ${key}` })
     // Expired but within grace, and another process holds the lease to refresh it.
     await cache.set({ key: 'stale', value: 'old', ttlMs: 1, graceMs: 60_000 })
-    await until('the entry to expire', async () => (await cache.get('stale')) === undefined)
+    await until(async () => (await cache.get('stale')) === undefined, 'the entry to expire')
     expect(
       (await fetchOrLease(toRedisPort(client, 'client'), entryKeys(prefix, 'stale'), 'foreign:1', 30_000, ''))
         .status,

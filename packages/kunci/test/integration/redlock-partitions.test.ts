@@ -33,6 +33,21 @@ async function manager(nodeTimeoutMs = 300): Promise<Redlock> {
 
 const proxies = () => fx.set.nodes.map((node) => node.proxy!)
 
+/**
+ * A lock on exactly nodes 0-2, as after a partition that cut off 3 and 4 when it was granted.
+ * acquire() returns once a quorum granted: wait for the last grants before removing them, or a
+ * grant still in flight would land after the delete.
+ */
+async function onNodes012(m: Redlock, r: string) {
+  const lock = await m.acquire(r, { ttlMs: 10_000 })
+  await until(
+    async () => (await Promise.all(admin.map((a) => a.get(key(r))))).every((v) => v === lock.token),
+    'the lock on every node',
+  )
+  await Promise.all([admin[3]!.del(key(r)), admin[4]!.del(key(r))])
+  return lock
+}
+
 beforeAll(async () => {
   fx = await startFixture({ count: 5 })
   admin = fx.set.nodes.map((node) => fx.clients({ port: node.serverPort })[0]!)
@@ -88,9 +103,7 @@ describe('release of a lock on exactly a quorum, two of its nodes timing out', (
   it('is E_LOCK_UNAVAILABLE (not proven lost), under packet loss', async () => {
     const m = await manager()
     const r = res('release')
-    const lock = await m.acquire(r, { ttlMs: 10_000 })
-    // The lock landed on nodes 0-2 only (3 and 4 were cut off when it was granted).
-    await Promise.all([admin[3]!.del(key(r)), admin[4]!.del(key(r))])
+    const lock = await onNodes012(m, r)
     // Heavy packet loss on nodes 1 and 2: their release arrives after the node time-out.
     for (const p of proxies().slice(1, 3)) p.setPacketLoss(1, 1000)
     const err = await lock.release().catch((e: unknown) => e)
@@ -106,8 +119,8 @@ describe('release of a lock on exactly a quorum, two of its nodes timing out', (
   it('is E_LOCK_LOST when more than N - quorum nodes prove the token gone', async () => {
     const m = await manager()
     const r = res('lost')
-    const lock = await m.acquire(r, { ttlMs: 10_000 })
-    await Promise.all([2, 3, 4].map((i) => admin[i]!.del(key(r))))
+    const lock = await onNodes012(m, r)
+    await admin[2]!.del(key(r))
     await expect(lock.release()).rejects.toBeInstanceOf(LockLostError)
   })
 
@@ -129,13 +142,13 @@ describe('extending a lock that landed on exactly a quorum', () => {
     const m = await manager()
     const other = await manager()
     const r = res('extend')
-    const lock = await m.acquire(r, { ttlMs: 10_000 })
     // Just after a partition healed: the lock is on nodes 0-2 only.
-    await Promise.all([admin[3]!.del(key(r)), admin[4]!.del(key(r))])
+    const lock = await onNodes012(m, r)
     await lock.extend(10_000)
-    const values = await Promise.all(admin.map((a) => a.get(key(r))))
-    expect(values).toEqual(admin.map(() => lock.token))
-    for (const a of admin) expect(await a.pttl(key(r))).toBeGreaterThan(9000)
+    // extend() returns once a quorum extended; the last nodes answer when they do.
+    const values = () => Promise.all(admin.map((a) => a.get(key(r))))
+    await until(async () => (await values()).every((v) => v === lock.token), 'the key on every node')
+    for (const a of admin) expect(await a.pttl(key(r))).toBeGreaterThan(8000)
     // One node's clock steps forward and its copy expires early.
     await admin[0]!.del(key(r))
     await expect(other.acquire(r, { retryCount: 0 })).rejects.toBeInstanceOf(LockNotAcquiredError)
@@ -145,13 +158,14 @@ describe('extending a lock that landed on exactly a quorum', () => {
   it('does not set it where a later holder was granted (the fence is above ours)', async () => {
     const m = await manager()
     const r = res('fenced')
-    const lock = await m.acquire(r, { ttlMs: 10_000 })
-    await Promise.all([admin[3]!.del(key(r)), admin[4]!.del(key(r))])
+    const lock = await onNodes012(m, r)
     // Node 4 granted a later holder since (its fence is above ours), who already released.
     await admin[4]!.set(`${key(r)}:fence`, String(lock.fence + 1000))
     await lock.extend(10_000)
-    const values = await Promise.all(admin.map((a) => a.get(key(r))))
-    expect(values).toEqual([lock.token, lock.token, lock.token, lock.token, null])
+    const values = () => Promise.all(admin.map((a) => a.get(key(r))))
+    await until(async () => (await values())[3] === lock.token, 'the key back on node 3')
+    // Node 4 answered too (extend() waits for a quorum only): it refused, and stays without it.
+    expect(await values()).toEqual([lock.token, lock.token, lock.token, lock.token, null])
     expect(await admin[3]!.get(`${key(r)}:fence`)).toBe(String(lock.fence))
     await lock.release()
   })
