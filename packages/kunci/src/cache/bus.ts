@@ -79,7 +79,13 @@ export class Bus {
 
   #connect(): void {
     if (this.#closed) return
-    const conn = this.#open()
+    let conn: Subscriber | undefined
+    try {
+      conn = this.#open()
+    } catch {
+      // A cluster node whose connection the client has not opened yet: try the next one.
+      conn = undefined
+    }
     if (conn === undefined) {
       this.#retry('no node known yet')
       return

@@ -11,6 +11,7 @@
  * the migration if that matters.
  */
 import { InvalidOptionError } from '../errors.js'
+import { boolean, integer, number, signal, string } from '../options.js'
 import { type KunciClient, toRedisPort } from '../redis/client.js'
 import type { ClusterView, NodeConn, RedisPort } from '../redis/port.js'
 import { groupBySlot } from './hash-tag.js'
@@ -77,26 +78,19 @@ interface ResolvedDeleteOptions extends ResolvedScanOptions {
 
 /** Merges `input` over the defaults and range-checks it; throws `InvalidOptionError` at once. */
 export function resolveScanOptions(input: ScanOptions = {}): ResolvedScanOptions {
-  const match = input.match ?? DEFAULT_SCAN_OPTIONS.match
-  if (typeof match !== 'string' || match.length === 0) {
-    throw new InvalidOptionError('match', 'must be a non-empty glob pattern; use "*" to match every key.')
+  const d = DEFAULT_SCAN_OPTIONS
+  return {
+    match: string('match', input.match ?? d.match, {
+      nonEmpty: true,
+      hint: 'a glob pattern; use "*" to match every key',
+    }),
+    count: integer('count', input.count ?? d.count, { min: 1, max: MAX_SCAN_COUNT }),
+    failoverTimeoutMs: number('failoverTimeoutMs', input.failoverTimeoutMs ?? d.failoverTimeoutMs, {
+      min: 0,
+      infinity: true,
+    }),
+    signal: signal('signal', input.signal),
   }
-  const count = input.count ?? DEFAULT_SCAN_OPTIONS.count
-  if (!Number.isInteger(count) || count < 1 || count > MAX_SCAN_COUNT) {
-    throw new InvalidOptionError('count', `must be an integer from 1 to ${MAX_SCAN_COUNT}, got ${count}.`)
-  }
-  const failoverTimeoutMs = input.failoverTimeoutMs ?? DEFAULT_SCAN_OPTIONS.failoverTimeoutMs
-  if (typeof failoverTimeoutMs !== 'number' || Number.isNaN(failoverTimeoutMs) || failoverTimeoutMs < 0) {
-    throw new InvalidOptionError(
-      'failoverTimeoutMs',
-      `must be a number of milliseconds >= 0 (Infinity to retry forever), got ${failoverTimeoutMs}.`,
-    )
-  }
-  const signal = input.signal
-  if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw new InvalidOptionError('signal', 'must be an AbortSignal or undefined.')
-  }
-  return { match, count, failoverTimeoutMs, signal }
 }
 
 /** The same resolver for `deleteByPattern`, which also requires `match` and reads `unlink`. */
@@ -107,10 +101,7 @@ export function resolveDeleteByPatternOptions(input: DeleteByPatternOptions): Re
       'deleteByPattern needs an explicit pattern, e.g. escapeGlob(prefix) + "*" (or "*" to delete every key).',
     )
   }
-  const unlink = input.unlink ?? DEFAULT_DELETE_BY_PATTERN_OPTIONS.unlink
-  if (typeof unlink !== 'boolean') {
-    throw new InvalidOptionError('unlink', `must be true (UNLINK) or false (DEL), got ${String(unlink)}.`)
-  }
+  const unlink = boolean('unlink', input.unlink ?? DEFAULT_DELETE_BY_PATTERN_OPTIONS.unlink)
   return { ...resolveScanOptions(input), unlink }
 }
 

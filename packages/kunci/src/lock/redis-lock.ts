@@ -1,5 +1,6 @@
 import { keySlot } from '../cluster/slot.js'
 import { InvalidOptionError } from '../errors.js'
+import { integer, object } from '../options.js'
 import { type KunciClient, toRedisPort } from '../redis/client.js'
 import { lockKeysShareSlot } from '../redis/keys.js'
 import type { RedisPort } from '../redis/port.js'
@@ -37,14 +38,15 @@ export class RedisLock extends Redlock {
     super({ ...rest, clients: [given] })
     this.#port = port
     if (waitForReplicas !== undefined) {
-      const { replicas, timeoutMs } = waitForReplicas
-      if (!Number.isInteger(replicas) || replicas < 1 || !Number.isInteger(timeoutMs) || timeoutMs < 1) {
-        throw new InvalidOptionError(
-          'waitForReplicas',
-          'expected { replicas: integer >= 1, timeoutMs: integer >= 1 }',
-        )
+      const w = object<{ replicas?: unknown; timeoutMs?: unknown }>(
+        'waitForReplicas',
+        waitForReplicas,
+        '{ replicas: integer >= 1, timeoutMs: integer >= 1 }',
+      )
+      this.#wait = {
+        replicas: integer('waitForReplicas', w.replicas, { min: 1, hint: 'replicas' }),
+        timeoutMs: integer('waitForReplicas', w.timeoutMs, { min: 1, hint: 'timeoutMs' }),
       }
-      this.#wait = { replicas, timeoutMs }
     }
   }
 

@@ -9,6 +9,7 @@
  */
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
+import { InvalidOptionError } from '../errors.js'
 import { type KunciClient, toRedisPort } from './client.js'
 import type { Arg, RedisPort, SendOptions } from './port.js'
 import { isNoScriptError } from './reply-error.js'
@@ -38,7 +39,7 @@ export class Script {
 
   constructor(source: string, options: ScriptOptions = {}) {
     if (typeof source !== 'string' || source.length === 0) {
-      throw new TypeError('a script needs its Lua source')
+      throw new InvalidOptionError('source', 'expected the Lua source of the script, a non-empty string')
     }
     this.source = source
     this.name = options.name ?? 'script'
@@ -82,7 +83,7 @@ export class Script {
     } else if ('addCommand' in pipeline && typeof pipeline.addCommand === 'function') {
       pipeline.addCommand(['EVALSHA', this.sha, String(keys.length), ...keys, ...args.map(String)])
     } else {
-      throw new TypeError('expected an ioredis pipeline/multi or a node-redis multi')
+      throw new InvalidOptionError('pipeline', 'expected an ioredis pipeline/multi or a node-redis multi')
     }
     return pipeline
   }
