@@ -19,9 +19,13 @@ export interface IoredisPipelineLike {
   evalsha(sha: string, numKeys: number, ...keysAndArgs: (string | number | Buffer)[]): unknown
 }
 
-/** A MULTI of node-redis (`client.multi()`), which takes raw commands with `addCommand`. */
+/**
+ * A MULTI of node-redis (`client.multi()`, `cluster.multi()`), which takes raw commands with
+ * `addCommand(args)`, on a cluster `addCommand(firstKey, isReadonly, args)`.
+ */
 export interface NodeRedisMultiLike {
-  addCommand(args: readonly (string | Buffer)[]): unknown
+  // biome-ignore lint/suspicious/noExplicitAny: the two node-redis signatures, told apart by arity
+  addCommand(...args: any[]): unknown
 }
 
 export type ScriptPipeline = IoredisPipelineLike | NodeRedisMultiLike
@@ -81,7 +85,10 @@ export class Script {
     if ('evalsha' in pipeline && typeof pipeline.evalsha === 'function') {
       pipeline.evalsha(this.sha, keys.length, ...keys, ...args)
     } else if ('addCommand' in pipeline && typeof pipeline.addCommand === 'function') {
-      pipeline.addCommand(['EVALSHA', this.sha, String(keys.length), ...keys, ...args.map(String)])
+      const command = ['EVALSHA', this.sha, String(keys.length), ...keys, ...args.map(String)]
+      // A cluster MULTI routes by its first key: addCommand(firstKey, isReadonly, args).
+      if (pipeline.addCommand.length >= 3) pipeline.addCommand(keys[0], false, command)
+      else pipeline.addCommand(command)
     } else {
       throw new InvalidOptionError('pipeline', 'expected an ioredis pipeline/multi or a node-redis multi')
     }
