@@ -59,24 +59,33 @@ export function ioredisPort(client: RedisClient): RedisPort {
 
 const isScript = (command: string) => command === 'evalsha' || command === 'eval'
 
-/** How one client sends: `call`, or around its auto-pipeline where that is wanted. */
+/**
+ * How one client sends. A client of kunci's ioredis copy gets its commands built here and given
+ * to `sendCommand` (what its own methods do, minus their argument juggling), except the calls
+ * that should ride its auto-pipeline; any other client (another copy or major) gets `call`.
+ */
 class Sender {
   readonly #client: Redis | Cluster
-  /** Own-copy sender when the client auto-pipelines (else null: `call` is as direct). */
-  readonly #bypass: SendCommand | null
+  /** Own-copy sender, or null for a client of another ioredis copy. */
+  readonly #own: SendCommand | null
+  readonly #autoPipelining: boolean
   readonly #scriptsAround: boolean
 
   constructor(client: Redis | Cluster, cluster: boolean) {
     this.#client = client
-    const own = optionsOf(client).enableAutoPipelining ? commandSender(client) : undefined
-    this.#bypass = own ?? null
+    this.#own = commandSender(client) ?? null
+    this.#autoPipelining = optionsOf(client).enableAutoPipelining === true
     this.#scriptsAround = cluster
   }
 
   send(command: string, args: readonly Arg[], options: SendOptions | undefined): Promise<unknown> {
     const binary = options?.binary === true
-    if (this.#bypass !== null && (options?.direct === true || (this.#scriptsAround && isScript(command)))) {
-      return this.#bypass(command, args, binary)
+    const own = this.#own
+    if (
+      own !== null &&
+      (!this.#autoPipelining || options?.direct === true || (this.#scriptsAround && isScript(command)))
+    ) {
+      return own(command, args, binary)
     }
     return binary ? this.#client.callBuffer(command, ...args) : this.#client.call(command, ...args)
   }
