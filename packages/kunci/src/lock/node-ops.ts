@@ -102,6 +102,10 @@ const statusOf = (v: unknown): AcquireStatus => (v as AcquireReply)[0]
  * holder `prev` in the same round trip (release + acquire in one script call).
  */
 export interface AttemptOptions {
+  readonly target: LockTarget
+  readonly ttlMs: number
+  /** The drift allowance subtracted from the validity (ttl × driftFactor + driftConstantMs). */
+  readonly driftMs: number
   /** Hand over from this holder token (same process), in the round trip of its release. */
   readonly prev?: string
   /** With prev: give way if clients of other processes wait. */
@@ -110,13 +114,8 @@ export interface AttemptOptions {
   readonly waiter?: { readonly id: string; readonly since: number; readonly queued: boolean }
 }
 
-export async function attemptAcquire(
-  nodes: Nodes,
-  target: LockTarget,
-  ttlMs: number,
-  driftMs: number,
-  options: AttemptOptions = {},
-): Promise<AttemptResult> {
+export async function attemptAcquire(nodes: Nodes, options: AttemptOptions): Promise<AttemptResult> {
+  const { target, ttlMs, driftMs } = options
   const { links, quorum } = nodes
   const n = links.length
   const prev = options.prev ?? ''

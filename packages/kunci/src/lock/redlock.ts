@@ -52,6 +52,18 @@ export interface RedlockOptions extends LockManagerOptions {
   clients: readonly KunciClient[]
 }
 
+/** One caller's run of attempts on Redis. */
+interface AcquireRun {
+  readonly target: LockTarget
+  readonly opts: ResolvedAcquireOptions
+  readonly deadline: number
+  readonly signal: AbortSignal | undefined
+  /** The last hand-over in front of it yielded: wait a retry delay before the first attempt. */
+  readonly waitFirst: boolean
+  /** Its resource's local queue, told each attempt's outcome (single-resource callers). */
+  readonly queue?: LocalQueue | undefined
+}
+
 /** Poll interval of a caller queued on the nodes (a release wakes it; this is the safety net). */
 const QUEUED_POLL_MS = 500
 
@@ -108,7 +120,8 @@ export class Redlock implements LockOwner {
     const signal = options?.signal
     if (signal?.aborted) throw new AcquireAbortedError(target.resources, { cause: signal.reason })
     const deadline = performance.now() + opts.acquireTimeoutMs
-    if (target.resources.length > 1) return this.#acquireLoop(target, opts, deadline, signal, false)
+    if (target.resources.length > 1)
+      return this.#acquireLoop({ target, opts, deadline, signal, waitFirst: false })
 
     const q = this.#local.of(target.resources[0]!)
     // retryCount 0 means one attempt now, even if a local caller is ahead of us.
@@ -121,7 +134,7 @@ export class Redlock implements LockOwner {
       waitFirst = outcome === 'wait'
     }
     try {
-      const lock = await this.#acquireLoop(target, opts, deadline, signal, waitFirst, q)
+      const lock = await this.#acquireLoop({ target, opts, deadline, signal, waitFirst, queue: q })
       q.granted(lock)
       return lock
     } finally {
@@ -217,14 +230,7 @@ export class Redlock implements LockOwner {
     return undefined
   }
 
-  async #acquireLoop(
-    target: LockTarget,
-    opts: ResolvedAcquireOptions,
-    deadline: number,
-    signal: AbortSignal | undefined,
-    waitFirst: boolean,
-    queue?: LocalQueue,
-  ): Promise<Lock> {
+  async #acquireLoop({ target, opts, deadline, signal, waitFirst, queue }: AcquireRun): Promise<Lock> {
     const started = performance.now()
     if (waitFirst) await this.#notifier.wait(target.lockKeys, this.#retryDelay(opts, deadline, 1), signal)
     let attempts = 0
@@ -237,13 +243,13 @@ export class Redlock implements LockOwner {
         if (signal?.aborted) throw new AcquireAbortedError(target.resources, { cause: signal.reason })
         if (this.#closed) throw new ClosedError('This lock manager')
         attempts++
-        this.#notifier.attempting(target.lockKeys, 1)
+        this.#notifier.attemptStarted(target.lockKeys)
         let r: AttemptResult | undefined
         queue?.attemptStarted()
         try {
-          r = await attemptAcquire(this.nodes, target, opts.ttlMs, opts.driftMs, { waiter })
+          r = await attemptAcquire(this.nodes, { target, ttlMs: opts.ttlMs, driftMs: opts.driftMs, waiter })
         } finally {
-          this.#notifier.attempting(target.lockKeys, -1)
+          this.#notifier.attemptEnded(target.lockKeys)
           // What the callers queued behind us give up with, if their deadline passes now.
           queue?.attemptEnded(
             r === undefined
@@ -253,8 +259,7 @@ export class Redlock implements LockOwner {
         }
         if (r.kind === 'granted') {
           if (waiter) waiter.queued = false // the script left the queue
-          this.#notifier.attempting(target.lockKeys, 1, true) // drop wakes kept during the attempt
-          this.#notifier.attempting(target.lockKeys, -1)
+          this.#notifier.granted(target.lockKeys) // drop wakes kept during the attempt
         }
         if (r.kind === 'held' && waiter) waiter.queued = true
         if (r.kind === 'granted') {
@@ -340,7 +345,10 @@ export class Redlock implements LockOwner {
     let r: AttemptResult
     q.attemptStarted()
     try {
-      r = await attemptAcquire(this.nodes, lock.target, next.ttlMs, next.driftMs, {
+      r = await attemptAcquire(this.nodes, {
+        target: lock.target,
+        ttlMs: next.ttlMs,
+        driftMs: next.driftMs,
         prev: lock.token,
         yieldToOthers,
       })

@@ -72,18 +72,32 @@ export class ReleaseNotifier {
   }
 
   /**
-   * Marks an attempt on `lockKeys` as running (`+1`) or finished (`-1`). A wake that arrives
-   * during an attempt is kept for the wait that follows a failed attempt; at other times
-   * (e.g. duplicates from the other nodes after we got the lock) it is stale and dropped.
+   * An attempt on `lockKeys` starts. A wake that arrives during an attempt is kept for the wait
+   * that follows a failed attempt; at other times (e.g. duplicates from the other nodes after we
+   * got the lock) it is stale and dropped.
    */
-  attempting(lockKeys: readonly string[], delta: 1 | -1, granted = false): void {
+  attemptStarted(lockKeys: readonly string[]): void {
+    this.#count(lockKeys, 1)
+  }
+
+  /** ... and ends (granted or not). */
+  attemptEnded(lockKeys: readonly string[]): void {
+    this.#count(lockKeys, -1)
+  }
+
+  /** The attempt won: wakes kept while it ran are stale. */
+  granted(lockKeys: readonly string[]): void {
+    if (this.#missed.size === 0) return
+    for (const k of lockKeys) this.#missed.delete(k)
+  }
+
+  #count(lockKeys: readonly string[], delta: 1 | -1): void {
     // Nothing subscribed, nothing to keep: the uncontended path pays one size check.
     if (this.#waiters.size === 0 && this.#lingering.size === 0 && this.#attempts.size === 0) return
     for (const k of lockKeys) {
       const n = (this.#attempts.get(k) ?? 0) + delta
       if (n > 0) this.#attempts.set(k, n)
       else this.#attempts.delete(k)
-      if (granted) this.#missed.delete(k)
     }
   }
 
