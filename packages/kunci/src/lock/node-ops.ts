@@ -5,6 +5,7 @@ import type { FenceClock } from './fence-clock.js'
 import { type NodeLink, StaleVoteError } from './node-link.js'
 import { gather, type Outcome } from './quorum.js'
 import { randomToken } from './tokens.js'
+import { NO_VOTES, type VoteRules, voteOf, votesOf } from './votes.js'
 
 /** acquire.lua's per-request status (the first of its three reply values). */
 export const Acquire = Object.freeze({
@@ -378,8 +379,6 @@ async function releaseOn(nodes: Nodes, target: LockTarget, token: string, on: nu
   await gather(requests, nodes.nodeTimeoutMs)
 }
 
-const notConnected = new Error('node connection is not ready (connecting, or its state check failed)')
-
 /** Only when someone listens on the node-error channel: costs a timer per silent node then. */
 function reportStraggler(p: Promise<unknown>, node: number, timeoutMs: number, start: number): void {
   let settled = false
@@ -403,20 +402,6 @@ function reportStraggler(p: Promise<unknown>, node: number, timeoutMs: number, s
   )
 }
 
-const NO_VOTES: NodeVote[] = []
-
-/** How one operation's per-node outcomes become votes: the one mapping of every operation. */
-interface VoteRules {
-  /**
-   * A vote-carrying request (acquire, extend): a node that may not vote was not asked
-   * (`quarantined`, or `error` if its connection is not checked yet), and a failure on a
-   * quarantined node, or a reply from an older connection, is `quarantined`.
-   */
-  readonly vote: boolean
-  /** The status a node's reply means. */
-  statusOf(value: unknown): NodeVoteStatus
-}
-
 const ACQUIRE_STATUS: Record<AcquireStatus, NodeVoteStatus> = {
   [Acquire.HELD]: 'held',
   [Acquire.GRANTED]: 'granted',
@@ -425,29 +410,6 @@ const ACQUIRE_STATUS: Record<AcquireStatus, NodeVoteStatus> = {
 }
 const ACQUIRE_VOTES: VoteRules = { vote: true, statusOf: (v) => ACQUIRE_STATUS[statusOf(v)] ?? 'not-owner' }
 const EXTEND_VOTES: VoteRules = { vote: true, statusOf: (v) => (Number(v) === 1 ? 'granted' : 'not-owner') }
-
-function votesOf(
-  links: readonly NodeLink[],
-  outcomes: readonly Outcome<unknown>[],
-  rules: VoteRules,
-): NodeVote[] {
-  const votes: NodeVote[] = new Array(links.length)
-  for (let i = 0; i < links.length; i++) votes[i] = voteOf(links[i]!, outcomes[i], rules)
-  return votes
-}
-
-function voteOf(link: NodeLink, o: Outcome<unknown>, rules: VoteRules): NodeVote {
-  const node = link.index
-  if (o === undefined) {
-    return rules.vote && link.quarantined
-      ? { node, status: 'quarantined' }
-      : { node, status: 'error', error: notConnected }
-  }
-  if (o.ok) return { node, status: rules.statusOf(o.value) }
-  if (o.undecided) return { node, status: 'pending' }
-  const quarantined = rules.vote && (link.quarantined || o.error instanceof StaleVoteError)
-  return { node, status: quarantined ? 'quarantined' : o.timedOut ? 'timeout' : 'error', error: o.error }
-}
 
 function checkReply(v: unknown): AcquireReply {
   if (!Array.isArray(v) || v.length !== 3 || typeof v[0] !== 'number')
