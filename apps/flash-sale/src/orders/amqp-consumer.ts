@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Script } from 'kunci'
 import {
   type AsyncMessage,
   type Connection,
@@ -11,12 +12,14 @@ import type { ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
 import { RELAY_GROUP, saleKeys } from '../redis/keys.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
-import { SCRIPTS } from '../sale/scripts.js'
 import type { OrderMessage, OrderQueues } from './amqp-relay.js'
 import { type OrderEvent, parseOrderEvent } from './order-event.js'
 import type { OrderStore } from './order-store.js'
 import { SqlSink } from './sql-sink.js'
 import { SinkUnavailableError } from './stream-consumer.js'
+
+const SET_STATUS = Script.fromFile(new URL('./scripts/set-status.lua', import.meta.url))
+const DEAD_LETTER = Script.fromFile(new URL('./scripts/dead-letter.lua', import.meta.url))
 
 export interface AmqpOrderConsumerOptions {
   /** An open rabbitmq-client Connection; the consumer opens its own channels on it. */
@@ -144,7 +147,7 @@ export class AmqpOrderConsumer {
   async #persist(ev: OrderEvent, body: OrderMessage): Promise<void> {
     const [result] = await this.#sink.handle([{ id: body.entry_id, fields: body.fields, event: ev }])
     if (result?.kind !== 'settled') throw result?.kind === 'error' ? result.error : new Error('no result')
-    await SCRIPTS.setStatus.run(this.#o.redis, [saleKeys(ev.productId).status], [ev.orderId, result.status])
+    await SET_STATUS.run(this.#o.redis, [saleKeys(ev.productId).status], [ev.orderId, result.status])
     this.persisted++
   }
 
@@ -174,7 +177,7 @@ export class AmqpOrderConsumer {
         const k = saleKeys(body.product_id)
         const orderId = body.fields[body.fields.indexOf('order_id') + 1] ?? ''
         // The relay group's XACK in the script finds the entry acknowledged already (returns 0).
-        await SCRIPTS.deadLetter.run(
+        await DEAD_LETTER.run(
           this.#o.redis,
           [k.orders, k.dead, k.status],
           [RELAY_GROUP, body.entry_id, orderId, reason.slice(0, 500), deliveries, ...body.fields],

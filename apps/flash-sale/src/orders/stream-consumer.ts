@@ -1,5 +1,6 @@
 import { hostname } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Script } from 'kunci'
 import { ServiceError } from '../errors.js'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
@@ -7,8 +8,10 @@ import { refreshSlots } from '../redis/connect.js'
 import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { isRedirect, isRedisOutage } from '../redis/redis-errors.js'
 import type { ReplicaAcks } from '../redis/replica-acks.js'
-import { SCRIPTS } from '../sale/scripts.js'
 import { type MalformedEventError, type OrderEvent, parseOrderEvent } from './order-event.js'
+
+const SETTLE = Script.fromFile(new URL('./scripts/settle.lua', import.meta.url))
+const DEAD_LETTER = Script.fromFile(new URL('./scripts/dead-letter.lua', import.meta.url))
 
 /** One stream entry handed to a sink, parsed. */
 export interface SinkEntry {
@@ -263,7 +266,7 @@ export class StreamConsumer {
         continue
       }
       if (result.kind === 'settled') {
-        await SCRIPTS.settle.run(
+        await SETTLE.run(
           this.#o.redis,
           [k.orders, k.status],
           [this.#o.group, entry.id, entry.event.orderId, result.status],
@@ -297,7 +300,7 @@ export class StreamConsumer {
   ): Promise<void> {
     const k = saleKeys(productId)
     const orderId = fields[fields.indexOf('order_id') + 1] ?? ''
-    await SCRIPTS.deadLetter.run(
+    await DEAD_LETTER.run(
       this.#o.redis,
       [k.orders, k.dead, k.status],
       [this.#o.group, id, orderId, reason.slice(0, 500), deliveries, ...fields],

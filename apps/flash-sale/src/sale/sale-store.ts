@@ -1,14 +1,18 @@
 import { setTimeout as sleep } from 'node:timers/promises'
+import { isNoScriptError, Script } from 'kunci'
 import { isReserveCode, type ReserveCode } from '../domain/refusals.js'
 import { ServiceError } from '../errors.js'
 import { type RedisClient, refreshSlots } from '../redis/connect.js'
 import { SALES_REGISTRY_KEY, saleKeys, WORKER_GROUP } from '../redis/keys.js'
-import { isNoScript, isRedirect, isRedisOutage } from '../redis/redis-errors.js'
+import { isRedirect, isRedisOutage } from '../redis/redis-errors.js'
 import type { ReplicaAcks } from '../redis/replica-acks.js'
 import { TimeoutError, withTimeout } from '../runtime-timeout.js'
 import type { StockView } from '../strategies/strategy.js'
-import { SCRIPTS } from './scripts.js'
 import type { SlotWatch } from './slot-watch.js'
+
+/** The sale's scripts, run through kunci's Script (EVALSHA, EVAL on NOSCRIPT). */
+const RESERVE = Script.fromFile(new URL('./scripts/reserve.lua', import.meta.url))
+const PRELOAD = Script.fromFile(new URL('./scripts/preload.lua', import.meta.url))
 
 /** A sale as the admin defines it (amounts in cents, times in ms since the epoch, 0 = none). */
 export interface SaleDefinition {
@@ -100,7 +104,7 @@ export class SaleStore {
 
   async preload(sale: SaleDefinition): Promise<void> {
     const k = saleKeys(sale.productId)
-    await SCRIPTS.preload.run(
+    await PRELOAD.run(
       this.client,
       [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders],
       [
@@ -167,7 +171,7 @@ export class SaleStore {
     let results: [Error | null, unknown][] | null
     try {
       const pipeline = this.client.pipeline()
-      for (const item of batch) SCRIPTS.reserve.queue(pipeline, item.keys, item.args)
+      for (const item of batch) RESERVE.queue(pipeline, item.keys, item.args)
       results = await pipeline.exec()
     } catch (err) {
       if (isRedisOutage(err)) this.#watch?.record(productId, false)
@@ -191,7 +195,7 @@ export class SaleStore {
         }
         if (reply.code === 'RESERVED' && this.#acks) reserved.push([item, reply])
         else item.resolve(reply)
-      } else if (isNoScript(scriptErr) || isRedirect(scriptErr)) {
+      } else if (isNoScriptError(scriptErr) || isRedirect(scriptErr)) {
         // The script did not run (a promoted replica without the script, or the slot moved):
         // this checkout goes again on its own, which is safe.
         this.#reserveAlone(item).then(item.resolve, item.reject)
@@ -208,7 +212,7 @@ export class SaleStore {
     for (let attempt = 1; ; attempt++) {
       try {
         // run() falls back to the source on NOSCRIPT and, as a single command, follows MOVED.
-        const reply = toReserveReply(await SCRIPTS.reserve.run(this.client, item.keys, item.args))
+        const reply = toReserveReply(await RESERVE.run(this.client, item.keys, item.args))
         if (reply.code !== 'RESERVED' || !this.#acks) return reply
         return { ...reply, replicated: await this.#acks.confirm(saleKeys(item.productId).ackMark) }
       } catch (err) {
