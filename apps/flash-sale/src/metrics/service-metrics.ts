@@ -85,6 +85,12 @@ export function createServiceMetrics(registry: Registry) {
       labelNames: ['product_id', 'reason'] as const,
       registers,
     }),
+    sqlBatchSize: new Histogram({
+      name: 'flash_sale_sql_batch_size',
+      help: 'Order events the worker persisted per SQL transaction',
+      buckets: [1, 2, 5, 10, 25, 50, 100, 250, 500],
+      registers,
+    }),
     walletCharges: new Counter({
       name: 'flash_sale_wallet_charges_total',
       help: 'Wallet charges written (at most one per order)',

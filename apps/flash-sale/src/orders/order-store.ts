@@ -162,6 +162,134 @@ export class OrderStore {
     }
   }
 
+  /**
+   * persistReserved for a batch of one sale's events, in one transaction and a handful of
+   * statements whatever its size (issue 15: one transaction per order capped the worker at ~260
+   * orders/s): the orders in one multi-row INSERT … ON CONFLICT DO NOTHING, one guarded `sold`
+   * update per round of the batch (the units go to the events in stream order), the failures in
+   * one UPDATE, payments and wallet totals in one statement each. Outcomes are those of
+   * persistReserved, event by event, in the order given. Any error rolls the whole batch back;
+   * the caller then persists it event by event, so one bad event fails alone.
+   */
+  async persistBatch(events: readonly OrderEvent[], strategy: string): Promise<PersistOutcome[]> {
+    if (events.length === 0) return []
+    return inTransaction(this.db, async (c) => {
+      const ids = events.map((e) => e.orderId)
+      const inserted = await c.query<{ order_id: string }>(
+        `INSERT INTO orders (order_id, product_id, round, user_id, unit_no, price_cents, status, strategy, reserved_at)
+         SELECT x.o, x.p, x.r, x.u, x.n, x.c, 'confirmed', $8, to_timestamp(x.t::double precision / 1000)
+         FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::bigint[], $7::bigint[])
+           WITH ORDINALITY AS x(o, p, r, u, n, c, t, i)
+         ORDER BY x.i
+         ON CONFLICT DO NOTHING RETURNING order_id`,
+        [
+          ids,
+          events.map((e) => e.productId),
+          events.map((e) => e.round),
+          events.map((e) => e.userId),
+          events.map((e) => e.unit),
+          events.map((e) => e.priceCents),
+          events.map((e) => e.reservedAtMs),
+          strategy,
+        ],
+      )
+      const fresh = new Set(inserted.rows.map((r) => r.order_id))
+      const outcomes = new Map<string, PersistOutcome>()
+      // Not inserted: written by an earlier delivery (the order id exists), or refused by the
+      // one-unit-per-user index (Redis lost the buyer record and sold the user a unit twice).
+      const others = ids.filter((id) => !fresh.has(id))
+      if (others.length > 0) {
+        const prior = await c.query<{ order_id: string; status: 'confirmed' | 'failed' }>(
+          'SELECT order_id, status FROM orders WHERE order_id = ANY($1)',
+          [others],
+        )
+        for (const row of prior.rows) outcomes.set(row.order_id, { kind: 'duplicate', status: row.status })
+        const twice = events.filter((e) => !fresh.has(e.orderId) && !outcomes.has(e.orderId))
+        if (twice.length > 0) {
+          await c.query(
+            `INSERT INTO orders (order_id, product_id, round, user_id, unit_no, price_cents, status, failure_reason, strategy)
+             SELECT x.o, x.p, x.r, x.u, x.n, x.c, 'failed', 'duplicate_unit', $7
+             FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::bigint[]) AS x(o, p, r, u, n, c)
+             ON CONFLICT (order_id) DO NOTHING`,
+            [
+              twice.map((e) => e.orderId),
+              twice.map((e) => e.productId),
+              twice.map((e) => e.round),
+              twice.map((e) => e.userId),
+              twice.map((e) => e.unit),
+              twice.map((e) => e.priceCents),
+              strategy,
+            ],
+          )
+          for (const e of twice) outcomes.set(e.orderId, { kind: 'failed', reason: 'duplicate_unit' })
+        }
+      }
+      // The second guard: per (sale, round), as many units as the stock still allows, given to
+      // the new orders in stream order; the rest fail (sold out in SQL, or a reset's old round).
+      const confirmed: OrderEvent[] = []
+      const failed: { id: string; reason: 'stale_round' | 'sold_out_in_sql' }[] = []
+      const byRound = new Map<string, OrderEvent[]>()
+      for (const e of events) {
+        if (!fresh.has(e.orderId)) continue
+        const k = `${e.productId}\u0000${e.round}`
+        const list = byRound.get(k) ?? []
+        list.push(e)
+        byRound.set(k, list)
+      }
+      for (const list of byRound.values()) {
+        const { productId, round } = list[0]!
+        const granted = await c.query<{ granted: number }>(
+          `WITH s AS (SELECT sold, stock_total FROM sales WHERE product_id = $1 AND round = $2 FOR UPDATE)
+           UPDATE sales SET sold = LEAST(s.stock_total, s.sold + $3), updated_at = now() FROM s
+           WHERE sales.product_id = $1 AND sales.round = $2
+           RETURNING sales.sold - s.sold AS granted`,
+          [productId, round, list.length],
+        )
+        const n = granted.rows[0]?.granted ?? 0
+        const reason = granted.rowCount === 0 ? 'stale_round' : 'sold_out_in_sql'
+        for (const [i, e] of list.entries()) {
+          if (i < n) confirmed.push(e)
+          else failed.push({ id: e.orderId, reason })
+        }
+      }
+      if (failed.length > 0) {
+        await c.query(
+          `UPDATE orders SET status = 'failed', failure_reason = x.reason
+           FROM unnest($1::text[], $2::text[]) AS x(o, reason) WHERE orders.order_id = x.o`,
+          [failed.map((f) => f.id), failed.map((f) => f.reason)],
+        )
+        for (const f of failed) outcomes.set(f.id, { kind: 'failed', reason: f.reason })
+      }
+      if (confirmed.length > 0) {
+        await c.query(
+          `INSERT INTO payments (order_id, user_id, amount_cents)
+           SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])`,
+          [
+            confirmed.map((e) => e.orderId),
+            confirmed.map((e) => e.userId),
+            confirmed.map((e) => e.priceCents),
+          ],
+        )
+        // Users in a fixed order, so that two workers' batches lock wallet rows in the same order.
+        await c.query(
+          `INSERT INTO wallets (user_id, charged_cents, charges)
+           SELECT x.u, sum(x.a), count(*) FROM unnest($1::text[], $2::bigint[]) AS x(u, a)
+           GROUP BY x.u ORDER BY x.u
+           ON CONFLICT (user_id) DO UPDATE
+           SET charged_cents = wallets.charged_cents + EXCLUDED.charged_cents, charges = wallets.charges + EXCLUDED.charges`,
+          [confirmed.map((e) => e.userId), confirmed.map((e) => e.priceCents)],
+        )
+        for (const e of confirmed) outcomes.set(e.orderId, { kind: 'confirmed' })
+      }
+      return events.map((e) => {
+        const outcome = outcomes.get(e.orderId)
+        if (outcome === undefined)
+          throw new Error(`persistBatch: no outcome for order ${e.orderId}; this is a bug`)
+        return outcome
+      })
+    })
+  }
+
   /** The sale as a checkout sees it, outside any transaction (answers that cannot change back). */
   async sale(productId: string): Promise<SaleRow | undefined> {
     return new CheckoutTx(this.db).sale(productId)

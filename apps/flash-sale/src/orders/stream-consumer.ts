@@ -64,7 +64,7 @@ export interface StreamConsumerOptions {
   claimIdleMs?: number
   /** Failed deliveries of one event before it goes to the dead-letter stream. @defaultValue 5 */
   maxDeliveries?: number
-  /** Events read per call. @defaultValue 100 */
+  /** Events read per call, handed to the sink as one batch. @defaultValue 500 */
   batchSize?: number
   /** Sleep when no stream had anything. @defaultValue 50 */
   idleMs?: number
@@ -109,7 +109,7 @@ export class StreamConsumer {
       consumer: `${hostname()}-${process.pid}`,
       claimIdleMs: 15_000,
       maxDeliveries: 5,
-      batchSize: 100,
+      batchSize: 500,
       idleMs: 50,
       group: WORKER_GROUP,
       ...options,
@@ -259,6 +259,7 @@ export class StreamConsumer {
     if (batch.length === 0) return entries.length
     const results = await this.#o.sink.handle(batch)
     const relayed: string[] = []
+    const settled: string[] = []
     for (const [i, entry] of batch.entries()) {
       const result = results[i] ?? { kind: 'error', error: new Error('the sink gave no result') }
       if (result.kind === 'handed-on') {
@@ -266,13 +267,7 @@ export class StreamConsumer {
         continue
       }
       if (result.kind === 'settled') {
-        await SETTLE.run(
-          this.#o.redis,
-          [k.orders, k.status],
-          [this.#o.group, entry.id, entry.event.orderId, result.status],
-        )
-        this.#failures.delete(entry.id)
-        this.handled++
+        settled.push(entry.id, entry.event.orderId, result.status)
         continue
       }
       const n = (this.#failures.get(entry.id) ?? 0) + 1
@@ -284,11 +279,12 @@ export class StreamConsumer {
         this.#failures.delete(entry.id)
       }
     }
-    if (relayed.length > 0) {
-      await this.#o.redis.xack(k.orders, this.#o.group, ...relayed)
-      for (const id of relayed) this.#failures.delete(id)
-      this.handled += relayed.length
-    }
+    // One call for the batch: XACK and the orders' statuses (settle.lua), or XACK alone.
+    if (settled.length > 0) await SETTLE.run(this.#o.redis, [k.orders, k.status], [this.#o.group, ...settled])
+    if (relayed.length > 0) await this.#o.redis.xack(k.orders, this.#o.group, ...relayed)
+    for (let i = 0; i < settled.length; i += 3) this.#failures.delete(settled[i]!)
+    for (const id of relayed) this.#failures.delete(id)
+    this.handled += settled.length / 3 + relayed.length
     return entries.length
   }
 
