@@ -1,7 +1,8 @@
 /**
  * The lab drives the service as a client of it (STYLE.md §10): it reaches the service, kunci and
  * @kunci/topology only through their package names (@kunci/flash-sale, kunci, @kunci/topology),
- * never through a relative path out of apps/flash-sale-lab or into another package's src/.
+ * never through a relative path out of apps/flash-sale-lab or into another package's src/. So does
+ * bench/checkout, which runs the lab's stack and load generator.
  */
 import { readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
@@ -42,6 +43,13 @@ describe('imports', () => {
     const files = [...tsFiles(join(LAB, 'src')), ...tsFiles(join(LAB, 'test'))]
     expect(files.length).toBeGreaterThan(30)
     expect(offenders(LAB, files)).toEqual([])
+  })
+
+  it('bench/checkout reaches the lab, the service and the packages only by their names', () => {
+    const root = join(REPO, 'bench')
+    const files = tsFiles(join(root, 'checkout'))
+    expect(files.length).toBeGreaterThan(5)
+    expect(offenders(root, files)).toEqual([])
   })
 
   it('the lab imports the service through @kunci/flash-sale, which the lab depends on', () => {
