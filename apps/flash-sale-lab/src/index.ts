@@ -1,5 +1,5 @@
 // The lab's public entry: the tools that drive the flash-sale service, for the service's own
 // integration tests (a whole local stack) and bench/checkout. None of this ships with the service.
 export { type LoadOptions, type LoadResult, runLoad } from './load/index.js'
-export { SERVICE_CLI_PATH, type StackProcess } from './stack/child.js'
+export { type StackProcess, serviceCliPath } from './stack/child.js'
 export { type LocalStack, type StackOptions, startStack } from './stack/local-stack.js'

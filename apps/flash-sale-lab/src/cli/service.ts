@@ -2,7 +2,7 @@
 // so that one entry point (`npm run sale -- <command>`) runs the tools and the service alike.
 import { spawn } from 'node:child_process'
 import { constants } from 'node:os'
-import { SERVICE_CLI_PATH } from '../stack/child.js'
+import { serviceCliPath } from '../stack/child.js'
 import type { Command } from './command.js'
 
 /**
@@ -15,7 +15,7 @@ import type { Command } from './command.js'
  */
 export function runServiceCli(args: string[]): Promise<number> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [SERVICE_CLI_PATH, ...args], {
+    const child = spawn(process.execPath, [serviceCliPath(), ...args], {
       env: { ...process.env, FLASH_SALE_EXIT_WITH_PARENT: '1' },
       stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
     })

@@ -1,12 +1,18 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
 
+let cliPath: string | undefined
+
 /**
  * The service's built CLI (`flash-sale serve | worker | migrate | reconcile`), found through the
  * package's `./cli` export, never by a path into apps/flash-sale. Node's resolver, not the
  * bundler's: the child runs the built JavaScript also when this module is run from source.
+ * Resolved on first use, since it throws MODULE_NOT_FOUND until the service is built.
  */
-export const SERVICE_CLI_PATH = createRequire(import.meta.url).resolve('@kunci/flash-sale/cli')
+export function serviceCliPath(): string {
+  cliPath ??= createRequire(import.meta.url).resolve('@kunci/flash-sale/cli')
+  return cliPath
+}
 
 /**
  * A service or worker process of the local stack: started with the stack's environment, killable
@@ -37,7 +43,7 @@ export class StackProcess {
   }
 
   start(): void {
-    const child = spawn(process.execPath, [SERVICE_CLI_PATH, ...this.args], {
+    const child = spawn(process.execPath, [serviceCliPath(), ...this.args], {
       env: { ...process.env, ...this.env, FLASH_SALE_EXIT_WITH_PARENT: '1' },
       // The IPC channel tells the child when this process is gone, even by SIGKILL (see main.ts).
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],

@@ -5,7 +5,7 @@ import { createTestDatabase } from './pg.js'
 
 // The whole local stack is the lab's (apps/flash-sale-lab), reached by its package name only;
 // tests that start it by hand, or spawn the service's CLI as the stack does, take it from here.
-export { type LocalStack, SERVICE_CLI_PATH, startStack } from '@kunci/flash-sale-lab'
+export { type LocalStack, serviceCliPath, startStack } from '@kunci/flash-sale-lab'
 
 export interface StackFixture {
   readonly stack: LocalStack
