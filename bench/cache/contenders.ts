@@ -10,7 +10,7 @@ import { redisDriver } from 'bentocache/drivers/redis'
 import { createCache } from 'cache-manager'
 import { Cluster, Redis } from 'ioredis'
 import { Keyv } from 'keyv'
-import { Cache } from '../../packages/kunci/src/cache/cache.js'
+import { Cache } from 'kunci'
 
 export interface Target {
   readonly kind: 'standalone' | 'cluster'

@@ -17,7 +17,6 @@ import { cpus, totalmem } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { startCluster, startNodes } from '@kunci/topology'
-import { lineReader } from '../../packages/kunci/test/fixtures/cache-spawn.js'
 import {
   CONTENDERS,
   type Contender,
@@ -26,6 +25,7 @@ import {
   ioredisClient,
   type Target,
 } from './contenders.js'
+import { lineReader } from './line-reader.js'
 import { type Env, formatResults, type HitSample, prefaceOf, type StormSample } from './report.js'
 
 const { values: args } = parseArgs({

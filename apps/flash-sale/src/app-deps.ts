@@ -1,6 +1,7 @@
 import type { Registry } from 'prom-client'
 import type { Db } from './db/database.js'
 import type { ServiceMetrics } from './metrics/service-metrics.js'
+import type { OrderStore } from './orders/order-store.js'
 import type { Catalog } from './sale/catalog.js'
 import type { SaleStore } from './sale/sale-store.js'
 import type { CheckoutStrategy } from './strategies/strategy.js'
@@ -10,6 +11,7 @@ export interface AppDeps {
   strategy: CheckoutStrategy
   store: SaleStore
   db: Db
+  orders: OrderStore
   catalog: Catalog
   registry: Registry
   metrics: ServiceMetrics

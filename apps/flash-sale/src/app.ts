@@ -22,6 +22,8 @@ export async function buildApp(deps: AppDeps, opts: { logger?: boolean } = {}): 
     // already false, so the load balancer stops sending, and close() waits for them.
     return503OnClosing: false,
     requestTimeout: 30_000,
+    // Route schemas are exact (routes/schemas.ts): no coercion of `true` into a product id 1.
+    ajv: { customOptions: { coerceTypes: false } },
   }) as unknown as App
   let draining = false
   app.startDraining = () => {

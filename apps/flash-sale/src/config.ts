@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import { ServiceError } from './errors.js'
 
 /**
  * The service's configuration: the only module that reads `process.env`. Every problem is
@@ -90,11 +91,10 @@ export const DEFAULT_CONFIG = Object.freeze({
   queueName: 'flash-sale.orders',
 } as const)
 
-export class ConfigError extends Error {
+export class ConfigError extends ServiceError {
   readonly code = 'E_CONFIG'
   constructor(readonly problems: string[]) {
     super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
-    this.name = 'ConfigError'
   }
 }
 

@@ -1,8 +1,9 @@
-export class TimeoutError extends Error {
+import { ServiceError } from './errors.js'
+
+export class TimeoutError extends ServiceError {
   readonly code = 'E_TIMEOUT'
   constructor(ms: number) {
     super(`timed out after ${ms} ms`)
-    this.name = 'TimeoutError'
   }
 }
 

@@ -5,6 +5,7 @@ import type { ServiceConfig } from './config.js'
 import { connectDb, type Db } from './db/database.js'
 import { bridgeKunciMetrics } from './metrics/kunci-bridge.js'
 import { createServiceMetrics, type ServiceMetrics } from './metrics/service-metrics.js'
+import { OrderStore } from './orders/order-store.js'
 import { ackRoute, connectLockNodes, connectSaleRedis, type RedisClient, whenReady } from './redis/connect.js'
 import { CACHE_PREFIX } from './redis/keys.js'
 import { ReplicaAcks } from './redis/replica-acks.js'
@@ -52,6 +53,7 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   const redis = connectSaleRedis(config, 'flash-sale-serve')
   await whenReady(redis)
   const db = connectDb(config.databaseUrl, 20)
+  const orders = new OrderStore(db)
   const acks =
     config.strategy === 'lua' && config.durability === 'replica'
       ? new ReplicaAcks(ackRoute(redis, config), {
@@ -83,7 +85,7 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
       nodeTimeoutMs: 200,
       persistence: 'everysec',
     })
-    strategy = new RedlockStrategy(db, locks, { lockWaitMs: config.lockWaitMs })
+    strategy = new RedlockStrategy(orders, locks, { lockWaitMs: config.lockWaitMs })
   } else if (config.strategy === 'naive') {
     strategy = new NaiveStrategy(store)
   } else {
@@ -116,6 +118,7 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
     strategy,
     store,
     db,
+    orders,
     catalog,
     registry,
     metrics,

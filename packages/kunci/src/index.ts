@@ -64,5 +64,12 @@ export type { RedisLockOptions } from './lock/redis-lock.js'
 export { RedisLock } from './lock/redis-lock.js'
 export type { RedlockOptions } from './lock/redlock.js'
 export { Redlock } from './lock/redlock.js'
-export type { KunciClient, NodeRedisClient, NodeRedisCluster } from './redis/client.js'
-export type { RedisClient } from './redis/lua-script.js'
+export type { KunciClient, NodeRedisClient, NodeRedisCluster, RedisClient } from './redis/client.js'
+export { isNoScriptError } from './redis/reply-error.js'
+export type {
+  IoredisPipelineLike,
+  NodeRedisMultiLike,
+  ScriptOptions,
+  ScriptPipeline,
+} from './redis/script.js'
+export { Script } from './redis/script.js'

@@ -367,7 +367,20 @@ class Cluster implements RedisCluster {
     }
     const [first, ...others] = this.#nodes
     for (const node of others) await this.#run(first!, ['CLUSTER', 'MEET', node.host, node.serverPort])
+    const ids = new Map<ManagedNode, string>()
+    for (const node of others) ids.set(node, await this.#idOf(node))
     await waitUntil('every node to know every other node', DEFAULT_WAIT_MS, async () => {
+      // A MEET whose handshake does not finish within cluster-node-timeout (1 s by default, and
+      // a loaded machine can take longer) is dropped, and nobody else knows that node to gossip
+      // it: the cluster never forms (seen as this 30 s time-out with load average 13). MEET
+      // again every node the first one neither knows nor is shaking hands with (a MEET while a
+      // handshake is in progress is answered OK and ignored).
+      const firstView = await this.#view(first)
+      for (const node of others) {
+        const known = firstView.some((e) => e.id === ids.get(node))
+        const shaking = firstView.some((e) => e.port === node.serverPort && e.flags.includes('handshake'))
+        if (!known && !shaking) await this.#run(first!, ['CLUSTER', 'MEET', node.host, node.serverPort])
+      }
       for (const node of this.#nodes) {
         const view = await this.#view(node)
         if (view.length !== this.#nodes.length) return false

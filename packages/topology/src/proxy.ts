@@ -10,11 +10,19 @@ export interface FaultProxy {
    * direction, for existing and new connections. Data that arrives meanwhile is discarded.
    */
   blackhole(on: boolean): void
+  /**
+   * Packet loss as TCP shows it to the application: each chunk (in either direction) is lost
+   * with probability `share` and arrives only after `retransmitMs` (a retransmission timeout;
+   * Linux waits at least 200 ms), and the chunks behind it wait for it, since TCP delivers in
+   * order. Nothing is ever corrupted or dropped for good. `share` 0 turns it off.
+   * @defaultValue retransmitMs 200
+   */
+  setPacketLoss(share: number, retransmitMs?: number): void
   /** Resets every current client connection now (the client sees ECONNRESET). */
   dropConnections(): void
   /** New connections are closed as soon as they are accepted. */
   refuse(on: boolean): void
-  /** No latency, no blackhole, no refuse. */
+  /** No latency, no packet loss, no blackhole, no refuse. */
   reset(): void
   close(): Promise<void>
 }
@@ -22,8 +30,13 @@ export interface FaultProxy {
 interface Fault {
   latencyMs: number
   jitterMs: number
+  lossShare: number
+  retransmitMs: number
   blackholed: boolean
 }
+
+/** Linux's minimum TCP retransmission timeout (TCP_RTO_MIN). */
+const DEFAULT_RETRANSMIT_MS = 200
 
 /**
  * One direction of one connection. Chunks wait in a FIFO until their due time; a chunk is never
@@ -45,12 +58,14 @@ class Pipe {
 
   #push(chunk: Buffer): void {
     if (this.fault.blackholed) return
-    const { latencyMs, jitterMs } = this.fault
-    if (latencyMs <= 0 && jitterMs <= 0 && this.#queue.length === 0) {
+    const { latencyMs, jitterMs, lossShare, retransmitMs } = this.fault
+    const lost = lossShare > 0 && Math.random() < lossShare
+    if (!lost && latencyMs <= 0 && jitterMs <= 0 && this.#queue.length === 0) {
       this.#write(chunk)
       return
     }
-    const due = Math.max(Date.now() + latencyMs + Math.random() * jitterMs, this.#lastDue)
+    const delay = latencyMs + Math.random() * jitterMs + (lost ? retransmitMs : 0)
+    const due = Math.max(Date.now() + delay, this.#lastDue)
     this.#lastDue = due
     this.#queue.push({ due, chunk })
     this.#schedule()
@@ -120,7 +135,13 @@ export async function startProxy(
   target: { host: string; port: number },
   listenPort = 0,
 ): Promise<FaultProxy> {
-  const fault: Fault = { latencyMs: 0, jitterMs: 0, blackholed: false }
+  const fault: Fault = {
+    latencyMs: 0,
+    jitterMs: 0,
+    lossShare: 0,
+    retransmitMs: DEFAULT_RETRANSMIT_MS,
+    blackholed: false,
+  }
   let refusing = false
   const connections = new Set<Connection>()
 
@@ -150,6 +171,12 @@ export async function startProxy(
       fault.latencyMs = Math.max(0, ms)
       fault.jitterMs = Math.max(0, jitterMs)
     },
+    setPacketLoss(share, retransmitMs = DEFAULT_RETRANSMIT_MS) {
+      if (!(share >= 0 && share <= 1))
+        throw new RangeError(`packet loss share must be in [0, 1], got ${share}`)
+      fault.lossShare = share
+      fault.retransmitMs = Math.max(0, retransmitMs)
+    },
     blackhole(on) {
       fault.blackholed = on
       if (!on) for (const c of connections) if (c.upstreamGone) c.destroy()
@@ -162,6 +189,7 @@ export async function startProxy(
     },
     reset() {
       proxy.setLatency(0)
+      proxy.setPacketLoss(0)
       proxy.blackhole(false)
       proxy.refuse(false)
     },

@@ -15,8 +15,9 @@ import {
   runChaos,
   startCluster,
   startNodes,
+  until,
 } from '../src/index.js'
-import { client, isAlive, settledWithin, waitFor } from './support.js'
+import { client, isAlive, settledWithin } from './support.js'
 
 describe('parseDuration and resolveSchedule', () => {
   it('reads ms, s, m and compound durations', () => {
@@ -115,7 +116,7 @@ describe('runChaos on independent nodes', () => {
     const after = client(killed!.port)
     expect(await after.get('chaos:kept')).toBe('yes')
     after.disconnect()
-    await waitFor(() => pausedAnswered !== undefined, 5_000)
+    await until(() => pausedAnswered !== undefined, 'the paused node to answer', 5_000)
     expect(pausedAnswered).toBe('pending')
     const p = client(paused!.port)
     expect(await p.ping()).toBe('PONG')

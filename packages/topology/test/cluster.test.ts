@@ -1,8 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Cluster, Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type RedisCluster, type RedisNode, startCluster } from '../src/index.js'
-import { waitFor } from './support.js'
+import { type RedisCluster, type RedisNode, startCluster, until } from '../src/index.js'
 
 const PASSWORD = 'cluster-pw'
 
@@ -114,7 +113,7 @@ describe('startCluster', () => {
         return false
       }
     }
-    expect(await waitFor(readsAll, 15_000)).toBe(true)
+    await until(readsAll, 'reads to succeed on every node', 15_000)
   })
 
   it('rejoin brings the old master back as a replica of the promoted one', async () => {

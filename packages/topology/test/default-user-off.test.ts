@@ -11,8 +11,9 @@ import {
   runChaos,
   startCluster,
   startNodes,
+  until,
 } from '../src/index.js'
-import { client, waitFor } from './support.js'
+import { client } from './support.js'
 
 const ADMIN_PASSWORD = 'admin-pw "with" \\ quotes and spaces'
 
@@ -96,11 +97,11 @@ describe('adminUser on independent nodes: the default user is off', () => {
       // Standalone Redis 7 waits 5 s for more replicas before a diskless sync: we have one.
       await p.config('SET', 'repl-diskless-sync-delay', '0')
       await r.replicaof(primary.host, primary.serverPort)
-      const linked = await waitFor(async () => {
-        const info = await r.info('replication')
-        return /master_link_status:up/.test(info)
-      }, 20_000)
-      expect(linked).toBe(true)
+      await until(
+        async () => /master_link_status:up/.test(await r.info('replication')),
+        'the replica link to be up',
+        20_000,
+      )
       expect(await r.get('replicated')).toBe('yes')
       // The replication user may do nothing else.
       expect(await p.call('ACL', 'DRYRUN', 'kunci-replication', 'GET', 'replicated')).not.toBe('OK')
@@ -184,6 +185,6 @@ describe('adminUser on a cluster: failover, rejoin, migrateSlot and chaos keep w
         return false
       }
     }
-    expect(await waitFor(readsAll, 15_000)).toBe(true)
+    await until(readsAll, 'reads to succeed on every node', 15_000)
   })
 })

@@ -46,6 +46,34 @@ describe('FaultProxy', () => {
     }
   })
 
+  it('packet loss delays a share of chunks by the retransmission time, in order, never losing one', async () => {
+    const c = client(node.port)
+    try {
+      await c.ping()
+      proxy.setPacketLoss(1, 150)
+      const started = performance.now()
+      await c.ping()
+      // Lost on the way in and on the way out: two retransmissions.
+      expect(performance.now() - started).toBeGreaterThanOrEqual(295)
+      proxy.setPacketLoss(0.3, 50)
+      const replies = await Promise.all(Array.from({ length: 40 }, (_, i) => c.echo(String(i))))
+      expect(replies).toEqual(Array.from({ length: 40 }, (_, i) => String(i)))
+      // One command at a time: some are delayed by a retransmission, and none is lost.
+      let slow = 0
+      for (let i = 0; i < 40; i++) {
+        const t = performance.now()
+        expect(await c.echo(`x${i}`)).toBe(`x${i}`)
+        if (performance.now() - t >= 45) slow++
+      }
+      // P(no loss in 80 chunks at 30 %) is 4e-13; P(all lost) likewise.
+      expect(slow).toBeGreaterThan(0)
+      expect(slow).toBeLessThan(40)
+      expect(() => proxy.setPacketLoss(1.5)).toThrow(RangeError)
+    } finally {
+      c.disconnect()
+    }
+  })
+
   it('blackhole makes commands hang on old and new connections, and lifting it lets new ones through', async () => {
     const old = client(node.port)
     await old.ping()

@@ -3,7 +3,8 @@ import { existsSync } from 'node:fs'
 import type { Readable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { isAlive, waitFor } from './support.js'
+import { until } from '../src/index.js'
+import { isAlive } from './support.js'
 
 const OWNER = fileURLToPath(new URL('./fixtures/owner.ts', import.meta.url))
 
@@ -45,8 +46,8 @@ describe('reaper', () => {
       expect(owned.pids.every(isAlive)).toBe(true)
       owned.owner.kill('SIGKILL')
       // The watchdogs poll every 200 ms.
-      expect(await waitFor(() => owned.pids.every((pid) => !isAlive(pid)), 2_000)).toBe(true)
-      expect(await waitFor(() => owned.dirs.every((dir) => !existsSync(dir)), 2_000)).toBe(true)
+      await until(() => owned.pids.every((pid) => !isAlive(pid)), 'the servers to be killed', 2_000)
+      await until(() => owned.dirs.every((dir) => !existsSync(dir)), 'the data dirs to be removed', 2_000)
     } finally {
       cleanUp(owned)
     }
@@ -59,7 +60,11 @@ describe('reaper', () => {
         owned.owner.exitCode === null ? owned.owner.once('exit', resolve) : resolve(0),
       )
       // Faster than the watchdogs could: the 'exit' handler SIGKILLs synchronously.
-      expect(await waitFor(() => owned.pids.every((pid) => !isAlive(pid)), 150)).toBe(true)
+      await until(
+        () => owned.pids.every((pid) => !isAlive(pid)),
+        'the servers to be killed synchronously',
+        150,
+      )
       expect(owned.dirs.every((dir) => !existsSync(dir))).toBe(true)
     } finally {
       cleanUp(owned)

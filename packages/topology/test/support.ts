@@ -31,15 +31,6 @@ export function isAlive(pid: number): boolean {
   }
 }
 
-export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await check()) return true
-    await sleep(50)
-  }
-  return check()
-}
-
 /** Resolves 'pending' if the promise has not settled within ms. */
 export function settledWithin<T>(p: Promise<T>, ms: number): Promise<'settled' | 'pending'> {
   return Promise.race([

@@ -10,8 +10,9 @@ import {
   type RedisNode,
   startCluster,
   startNodes,
+  until,
 } from '../src/index.js'
-import { client, waitFor } from './support.js'
+import { client } from './support.js'
 
 /** Resolves to the command's reply, or the error it failed with. */
 async function settle<T>(p: Promise<T>): Promise<T | Error> {
@@ -223,7 +224,7 @@ describe('a TLS cluster with the default user off', () => {
         return false
       }
     }
-    expect(await waitFor(readsAll, 15_000)).toBe(true)
+    await until(readsAll, 'reads to succeed on every node', 15_000)
     await cluster.rejoin(master)
     expect(await cluster.replicaOf(promoted)).toBe(master)
   })

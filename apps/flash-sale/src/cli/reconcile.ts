@@ -1,4 +1,5 @@
 import { connectDb } from '../db/database.js'
+import { OrderStore } from '../orders/order-store.js'
 import { reconcile } from '../orders/reconcile.js'
 import { connectSaleRedis, whenReady } from '../redis/connect.js'
 import { RELAY_GROUP, WORKER_GROUP } from '../redis/keys.js'
@@ -26,7 +27,12 @@ export const reconcileCommand: Command = {
     try {
       await whenReady(redis)
       const store = config.strategy === 'redlock' ? undefined : new SaleStore(redis)
-      const report = await reconcile(db, redis, store, config.queueUrl ? RELAY_GROUP : WORKER_GROUP)
+      const report = await reconcile(
+        new OrderStore(db),
+        redis,
+        store,
+        config.queueUrl ? RELAY_GROUP : WORKER_GROUP,
+      )
       if (parsed.values.json) console.log(JSON.stringify(report, null, 2))
       else {
         for (const s of report) {

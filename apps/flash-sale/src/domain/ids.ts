@@ -1,32 +1,13 @@
 import { randomBytes } from 'node:crypto'
-import { invalid } from './errors.js'
 
 /**
  * Product and user ids: positive integers or short id strings, normalised to strings so that
- * 9921 and "9921" are the same product. The string form excludes '.' because order ids embed
- * the product id before a '.', which is how an order is found on its sale's hash slot.
+ * 9921 and "9921" are the same product (routes/schemas.ts checks them). The string form excludes
+ * '.' because order ids embed the product id before a '.', which is how an order is found on its
+ * sale's hash slot.
  */
 const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/
 export const ID_RULE = 'a positive integer or 1-64 characters of A-Z a-z 0-9 _ -'
-
-export function parseId(field: string, value: unknown): string {
-  if (typeof value === 'number') {
-    if (Number.isSafeInteger(value) && value > 0) return String(value)
-    throw invalid(field, ID_RULE)
-  }
-  if (typeof value === 'string' && ID_PATTERN.test(value)) return value
-  if (value === undefined) throw invalid(field, `required: ${ID_RULE}`)
-  throw invalid(field, ID_RULE)
-}
-
-/** Idempotency keys: printable ASCII without spaces, as Stripe and the IETF draft allow. */
-const KEY_PATTERN = /^[\x21-\x7e]{1,128}$/
-
-export function parseIdempotencyKey(value: unknown): string | undefined {
-  if (value === undefined) return undefined
-  if (typeof value === 'string' && KEY_PATTERN.test(value)) return value
-  throw invalid('Idempotency-Key', '1-128 printable ASCII characters without spaces, sent once')
-}
 
 /** `<product_id>.<time base36><random>`: unique, roughly time-ordered, routable to the sale. */
 export function newOrderId(productId: string): string {

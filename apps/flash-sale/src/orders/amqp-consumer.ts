@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Script } from 'kunci'
 import {
   type AsyncMessage,
   type Connection,
@@ -6,24 +7,28 @@ import {
   ConsumerStatus,
   type Publisher,
 } from 'rabbitmq-client'
-import { type Db, isSqlOutage } from '../db/database.js'
+import { ServiceError } from '../errors.js'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
 import { RELAY_GROUP, saleKeys } from '../redis/keys.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
-import { SCRIPTS } from '../sale/scripts.js'
 import type { OrderMessage, OrderQueues } from './amqp-relay.js'
 import { type OrderEvent, parseOrderEvent } from './order-event.js'
-import { type PersistOutcome, persistOrder } from './persist.js'
+import type { OrderStore } from './order-store.js'
+import { SqlSink } from './sql-sink.js'
+import { SinkUnavailableError } from './stream-consumer.js'
+
+const SET_STATUS = Script.fromFile(new URL('./scripts/set-status.lua', import.meta.url))
+const DEAD_LETTER = Script.fromFile(new URL('./scripts/dead-letter.lua', import.meta.url))
 
 export interface AmqpOrderConsumerOptions {
   /** An open rabbitmq-client Connection; the consumer opens its own channels on it. */
   connection: Connection
   redis: RedisClient
-  db: Db
+  orders: OrderStore
   queues: OrderQueues
   metrics?: ServiceMetrics
-  /** What persistOrder records as the order's strategy. @defaultValue 'lua' */
+  /** What the order row records as its strategy. @defaultValue 'lua' */
   strategy?: string
   /** Deliveries of one message before it goes to the dead-letter queue. @defaultValue 5 */
   maxDeliveries?: number
@@ -39,19 +44,18 @@ export const DEFAULT_AMQP_CONSUMER_OPTIONS = Object.freeze({
 })
 
 /** An order message the consumer cannot read; it is dead-lettered at once (retrying cannot help). */
-export class MalformedOrderMessageError extends Error {
+export class MalformedOrderMessageError extends ServiceError {
   readonly code = 'E_MALFORMED_ORDER_MESSAGE'
   constructor(why: string) {
     super(`order message: ${why}; it was moved to the dead-letter queue, inspect it there`)
-    this.name = 'MalformedOrderMessageError'
   }
 }
 
 /**
- * Consumes the durable order queue with manual acknowledgements: persistOrder (idempotent, one
+ * Consumes the durable order queue with manual acknowledgements: the SQL sink (idempotent, one
  * transaction), then the order's Redis status becomes confirmed/failed (set-status.lua), then
  * the ack. A worker killed anywhere before the ack gets the message redelivered, and the second
- * persistOrder finds the order already written: exactly-once effect, no double charge.
+ * persist finds the order already written: exactly-once effect, no double charge.
  * - SQL or Redis down: the message is held and retried with backoff, never counted as a failure;
  * - any other error: nack with requeue; once the broker's delivery count (or this process's own
  *   count) reaches `maxDeliveries`, the message is published to the dead-letter queue with the
@@ -62,11 +66,10 @@ export class AmqpOrderConsumer {
   readonly #o: Required<Omit<AmqpOrderConsumerOptions, 'metrics' | 'onError'>> &
     Pick<AmqpOrderConsumerOptions, 'metrics' | 'onError'>
   readonly #dead: Publisher
+  readonly #sink: SqlSink
   readonly #failures = new Map<string, number>()
   readonly #stop = new AbortController()
   #consumer: Consumer | undefined
-  #sqlHealthy = true
-  #redisHealthy = true
   /** Messages persisted (confirmed, failed or duplicate) and acked since start. */
   persisted = 0
   /** Messages moved to the dead-letter queue since start. */
@@ -75,10 +78,8 @@ export class AmqpOrderConsumer {
   constructor(options: AmqpOrderConsumerOptions) {
     this.#o = { ...DEFAULT_AMQP_CONSUMER_OPTIONS, ...options }
     this.#dead = options.connection.createPublisher({ confirm: true, queues: options.queues.declarations })
-  }
-
-  get healthy(): boolean {
-    return this.#sqlHealthy && this.#redisHealthy
+    // The same sink as the stream worker's, one message at a time (the broker's concurrency).
+    this.#sink = new SqlSink({ orders: options.orders, metrics: options.metrics, strategy: this.#o.strategy })
   }
 
   start(): void {
@@ -121,15 +122,13 @@ export class AmqpOrderConsumer {
     let backoffMs = 100
     for (;;) {
       try {
-        await this.#persist(ev)
+        await this.#persist(ev, body)
         this.#failures.delete(key)
         return ConsumerStatus.ACK
       } catch (err) {
-        if (isSqlOutage(err) || isRedisOutage(err)) {
+        if (err instanceof SinkUnavailableError || isRedisOutage(err)) {
           // Hold the message: an outage is not the message's fault and must not use up its
           // deliveries. On stop it goes back to the queue for the next worker.
-          if (isSqlOutage(err)) this.#sqlHealthy = false
-          else this.#redisHealthy = false
           if (this.#stop.signal.aborted) return ConsumerStatus.REQUEUE
           await sleep(backoffMs, undefined, { signal: this.#stop.signal }).catch(() => {})
           backoffMs = Math.min(backoffMs * 2, 2_000)
@@ -145,23 +144,11 @@ export class AmqpOrderConsumer {
     }
   }
 
-  async #persist(ev: OrderEvent): Promise<void> {
-    const outcome: PersistOutcome = await persistOrder(this.#o.db, ev, this.#o.strategy)
-    this.#sqlHealthy = true
-    const status =
-      outcome.kind === 'confirmed' || (outcome.kind === 'duplicate' && outcome.status === 'confirmed')
-        ? 'confirmed'
-        : 'failed'
-    await SCRIPTS.setStatus.run(this.#o.redis, [saleKeys(ev.productId).status], [ev.orderId, status])
-    this.#redisHealthy = true
+  async #persist(ev: OrderEvent, body: OrderMessage): Promise<void> {
+    const [result] = await this.#sink.handle([{ id: body.entry_id, fields: body.fields, event: ev }])
+    if (result?.kind !== 'settled') throw result?.kind === 'error' ? result.error : new Error('no result')
+    await SET_STATUS.run(this.#o.redis, [saleKeys(ev.productId).status], [ev.orderId, result.status])
     this.persisted++
-    const labels = { product_id: ev.productId }
-    if (outcome.kind === 'confirmed') {
-      this.#o.metrics?.ordersPersisted.inc(labels)
-      this.#o.metrics?.walletCharges.inc()
-    } else if (outcome.kind === 'failed') {
-      this.#o.metrics?.ordersFailed.inc({ ...labels, reason: outcome.reason })
-    }
   }
 
   /**
@@ -190,7 +177,7 @@ export class AmqpOrderConsumer {
         const k = saleKeys(body.product_id)
         const orderId = body.fields[body.fields.indexOf('order_id') + 1] ?? ''
         // The relay group's XACK in the script finds the entry acknowledged already (returns 0).
-        await SCRIPTS.deadLetter.run(
+        await DEAD_LETTER.run(
           this.#o.redis,
           [k.orders, k.dead, k.status],
           [RELAY_GROUP, body.entry_id, orderId, reason.slice(0, 500), deliveries, ...body.fields],

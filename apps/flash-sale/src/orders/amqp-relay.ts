@@ -1,12 +1,12 @@
 import { hostname } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { AMQPError, type Cmd, type Connection, type MethodParams, type Publisher } from 'rabbitmq-client'
+import { ServiceError } from '../errors.js'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
 import { RELAY_GROUP, saleKeys } from '../redis/keys.js'
 import type { ReplicaAcks } from '../redis/replica-acks.js'
-import type { OrderEvent } from './order-event.js'
-import { type HandleOutcome, OrderWorker } from './stream-worker.js'
+import { type OrderSink, type SinkEntry, type SinkResult, StreamConsumer } from './stream-consumer.js'
 
 /** The body of one order message: the stream entry as the reservation wrote it, and where from. */
 export interface OrderMessage {
@@ -58,7 +58,7 @@ export function isBrokerOutage(err: unknown): boolean {
   return err instanceof AMQPError
 }
 
-export class UnroutedOrderError extends Error {
+export class UnroutedOrderError extends ServiceError {
   readonly code = 'E_ORDER_UNROUTED'
   constructor(
     readonly queue: string,
@@ -67,12 +67,11 @@ export class UnroutedOrderError extends Error {
     super(
       `order ${orderId}: the broker had no queue "${queue}" to route it to; the stream entry stays pending and is published again (check that nobody deleted the queue)`,
     )
-    this.name = 'UnroutedOrderError'
   }
 }
 
 /** Reported (once per outage) through onError while the relay waits for the broker. */
-export class BrokerUnavailableError extends Error {
+export class BrokerUnavailableError extends ServiceError {
   readonly code = 'E_BROKER_UNAVAILABLE'
   constructor(
     readonly orderId: string,
@@ -82,7 +81,6 @@ export class BrokerUnavailableError extends Error {
       `RabbitMQ did not confirm order ${orderId} (${(cause as Error).message}): orders wait in the stream and are published when the broker is back; check QUEUE_URL and the broker`,
       { cause },
     )
-    this.name = 'BrokerUnavailableError'
   }
 }
 
@@ -111,14 +109,15 @@ export interface AmqpRelayOptions {
  * publishes each order as a persistent message with publisher confirms; only a confirmed message
  * is XACKed. A relay killed between confirm and XACK leaves the entry pending and it is published
  * again (by itself from '0', or by another relay through XAUTOCLAIM): at least once, and the
- * consumer's persistOrder is idempotent, so the effect is exactly once.
+ * consumer persists idempotently, so the effect is exactly once.
  * A broker outage is waited out (the entry is retried, never counted as a failure).
  */
-export class AmqpRelay {
-  readonly #worker: OrderWorker
+export class AmqpRelay implements OrderSink {
+  readonly #consumer: StreamConsumer
   readonly #publisher: Publisher
   readonly #redis: RedisClient
   readonly #queues: OrderQueues
+  readonly #concurrency: number
   readonly #returned = new Set<string>()
   readonly #stop = new AbortController()
   readonly #onError: ((err: unknown) => void) | undefined
@@ -127,6 +126,7 @@ export class AmqpRelay {
   constructor(options: AmqpRelayOptions) {
     this.#redis = options.redis
     this.#queues = options.queues
+    this.#concurrency = options.concurrency ?? 8
     this.#onError = options.onError
     this.#publisher = options.connection.createPublisher({
       confirm: true,
@@ -137,34 +137,23 @@ export class AmqpRelay {
         if (msg.messageId) this.#returned.add(msg.messageId)
       },
     })
-    this.#worker = new OrderWorker({
+    // The relay is the sink of its own consumer (group amqp-relay): it never writes SQL.
+    this.#consumer = new StreamConsumer({
       redis: options.redis,
-      // The relay never writes SQL: its handle publishes instead.
-      db: undefined as never,
+      sink: this,
       metrics: options.metrics,
       consumer: options.consumer ?? `${hostname()}-${process.pid}`,
       claimIdleMs: options.claimIdleMs ?? 15_000,
       maxDeliveries: options.maxDeliveries ?? 5,
-      concurrency: options.concurrency ?? 8,
       group: RELAY_GROUP,
-      handle: (ev, entry) => this.#publish(ev, entry),
       acks: options.acks,
       onError: options.onError,
     })
   }
 
-  /** Stream entries handed to the broker (confirmed) since start. */
-  get relayed(): number {
-    return this.#worker.persisted
-  }
-
-  get healthy(): boolean {
-    return this.#worker.healthy && this.#brokerHealthy
-  }
-
   /** Consumes every sale `saleIds` lists; the relay group is created on each sale's stream first. */
   start(saleIds: () => Promise<string[]>): void {
-    this.#worker.start(async () => {
+    this.#consumer.start(async () => {
       const ids = await saleIds()
       for (const id of ids) await ensureGroup(this.#redis, saleKeys(id).orders, RELAY_GROUP)
       return ids
@@ -174,12 +163,29 @@ export class AmqpRelay {
   /** Stops reading, waits for the confirms in flight, closes the publisher channel. */
   async stop(): Promise<void> {
     this.#stop.abort()
-    await this.#worker.stop()
+    await this.#consumer.stop()
     await this.#publisher.close()
   }
 
-  async #publish(ev: OrderEvent, entry: { id: string; fields: string[] }): Promise<HandleOutcome> {
-    const body: OrderMessage = { product_id: ev.productId, entry_id: entry.id, fields: entry.fields }
+  /** OrderSink: publishes the batch, `concurrency` messages awaiting their confirm at once. */
+  async handle(entries: readonly SinkEntry[]): Promise<SinkResult[]> {
+    const results: SinkResult[] = new Array(entries.length)
+    let next = 0
+    const lane = async () => {
+      while (next < entries.length) {
+        const i = next++
+        results[i] = await this.#publish(entries[i]!).then(
+          () => ({ kind: 'handed-on' }) as const,
+          (error: unknown) => ({ kind: 'error', error }) as const,
+        )
+      }
+    }
+    await Promise.all(Array.from({ length: Math.min(this.#concurrency, entries.length) }, lane))
+    return results
+  }
+
+  async #publish({ id, fields, event: ev }: SinkEntry): Promise<void> {
+    const body: OrderMessage = { product_id: ev.productId, entry_id: id, fields }
     let backoffMs = 100
     for (;;) {
       this.#returned.delete(ev.orderId)
@@ -198,7 +204,7 @@ export class AmqpRelay {
         await new Promise((resolve) => setImmediate(resolve))
         if (this.#returned.delete(ev.orderId)) throw new UnroutedOrderError(this.#queues.queue, ev.orderId)
         this.#brokerHealthy = true
-        return { kind: 'relayed' }
+        return
       } catch (err) {
         // Broker down or refusing: wait it out instead of spending the entry's failed deliveries.
         // On stop the entry stays pending in the group and is published after the restart.

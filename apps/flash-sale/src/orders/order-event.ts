@@ -1,3 +1,5 @@
+import { ServiceError } from '../errors.js'
+
 /** An order as the reservation wrote it to the sale's stream, and how it is parsed back. */
 export interface OrderEvent {
   orderId: string
@@ -9,11 +11,10 @@ export interface OrderEvent {
   reservedAtMs: number
 }
 
-export class MalformedEventError extends Error {
+export class MalformedEventError extends ServiceError {
   readonly code = 'E_MALFORMED_EVENT'
   constructor(entryId: string, why: string) {
     super(`order event ${entryId}: ${why}`)
-    this.name = 'MalformedEventError'
   }
 }
 

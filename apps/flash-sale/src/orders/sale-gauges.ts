@@ -1,9 +1,9 @@
-import type { Db } from '../db/database.js'
 import { initSaleSeries, type ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
 import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { saleCounts } from '../sale/sale-admin.js'
 import type { SaleStore } from '../sale/sale-store.js'
+import type { OrderStore } from './order-store.js'
 
 /** XINFO GROUPS → the group's pending and lag (Redis ≥ 7.0 reports lag). */
 export async function groupBacklog(redis: RedisClient, productId: string, group = WORKER_GROUP) {
@@ -29,7 +29,7 @@ export async function groupBacklog(redis: RedisClient, productId: string, group 
 export async function updateSaleGauges(
   redis: RedisClient,
   store: SaleStore,
-  db: Db,
+  orders: OrderStore,
   metrics: ServiceMetrics,
   /** The group draining the streams: RELAY_GROUP when orders go through RabbitMQ. */
   group: string = WORKER_GROUP,
@@ -39,11 +39,10 @@ export async function updateSaleGauges(
     const backlog = await groupBacklog(redis, productId, group)
     metrics.streamPending.set({ product_id: productId }, backlog.pending)
     metrics.streamLag.set({ product_id: productId }, backlog.lag)
-    const remaining = await store.remaining(productId)
-    if (remaining !== undefined) metrics.stockRemaining.set({ product_id: productId }, remaining)
+    const stock = await store.stockView(productId)
+    if (stock.remaining !== undefined) metrics.stockRemaining.set({ product_id: productId }, stock.remaining)
     if (backlog.pending === 0 && backlog.lag === 0) {
-      const dead = await redis.xlen(saleKeys(productId).dead)
-      const counts = await saleCounts(db, productId, remaining, dead)
+      const counts = await saleCounts(orders, productId, stock)
       if (counts)
         metrics.drift.set({ product_id: productId }, counts.reserved - counts.persisted - counts.failed)
     }

@@ -3,7 +3,7 @@ import { hostname } from 'node:os'
 import { collectDefaultMetrics, Registry } from 'prom-client'
 import { Connection } from 'rabbitmq-client'
 import type { ServiceConfig } from '../config.js'
-import { connectDb, type Db } from '../db/database.js'
+import { connectDb } from '../db/database.js'
 import { createServiceMetrics, type ServiceMetrics } from '../metrics/service-metrics.js'
 import { ackRoute, connectSaleRedis, type RedisClient, whenReady } from '../redis/connect.js'
 import { RELAY_GROUP, WORKER_GROUP } from '../redis/keys.js'
@@ -12,8 +12,10 @@ import { withTimeout } from '../runtime-timeout.js'
 import { SaleStore } from '../sale/sale-store.js'
 import { AmqpOrderConsumer } from './amqp-consumer.js'
 import { AmqpRelay, orderQueues } from './amqp-relay.js'
+import { OrderStore } from './order-store.js'
 import { updateSaleGauges } from './sale-gauges.js'
-import { OrderWorker } from './stream-worker.js'
+import { SqlSink } from './sql-sink.js'
+import { StreamConsumer } from './stream-consumer.js'
 
 /** How long the worker waits for a replica to hold a batch before persisting it anyway. */
 const WORKER_WAIT_MS = 100
@@ -33,31 +35,31 @@ export async function runWorker(
   const db = connectDb(config.databaseUrl, 10)
   await whenReady(redis)
   const store = new SaleStore(redis)
+  const orders = new OrderStore(db)
   // The worker's own confirmation rounds (WAIT on their own connections; see replica-acks.ts).
   const acks = new ReplicaAcks(ackRoute(redis, config), { timeoutMs: WORKER_WAIT_MS })
   const onError = (err: unknown) => log(`[flash-sale worker] ${(err as Error).message ?? err}`)
   const consumer = `${hostname()}-${process.pid}`
   // QUEUE_URL: stream → relay → RabbitMQ → consumer → SQL, instead of stream → SQL.
   const amqp = config.queueUrl
-    ? startAmqpPipeline(config, { redis, db, store, metrics, consumer, acks, onError })
+    ? startAmqpPipeline(config, { redis, orders, store, metrics, consumer, acks, onError })
     : undefined
   const worker = amqp
     ? undefined
-    : new OrderWorker({
+    : new StreamConsumer({
         redis,
-        db,
+        sink: new SqlSink({ orders, metrics, strategy: config.strategy }),
         metrics,
         consumer,
         claimIdleMs: config.claimIdleMs,
         maxDeliveries: config.maxDeliveries,
-        strategy: config.strategy,
         acks,
         onError,
       })
   worker?.start(() => store.saleIds())
   const group = amqp ? RELAY_GROUP : WORKER_GROUP
   const gauges = setInterval(() => {
-    updateSaleGauges(redis, store, db, metrics, group).catch(() => {})
+    updateSaleGauges(redis, store, orders, metrics, group).catch(() => {})
   }, 2_000)
   const http = createServer((req, res) => {
     if (req.url === '/metrics') {
@@ -100,7 +102,7 @@ export function startAmqpPipeline(
   config: ServiceConfig,
   deps: {
     redis: RedisClient
-    db: Db
+    orders: OrderStore
     store: SaleStore
     metrics: ServiceMetrics
     consumer: string
@@ -130,7 +132,7 @@ export function startAmqpPipeline(
   const consumer = new AmqpOrderConsumer({
     connection,
     redis: deps.redis,
-    db: deps.db,
+    orders: deps.orders,
     queues,
     metrics: deps.metrics,
     strategy: config.strategy,

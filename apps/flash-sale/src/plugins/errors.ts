@@ -1,7 +1,8 @@
-import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { isSqlOutage } from '../db/database.js'
-import { ApiError, type ApiErrorCode, HTTP_STATUS, unavailable } from '../domain/errors.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
+import { ApiError, type ApiErrorCode, HTTP_STATUS, unavailableError } from '../routes/api-error.js'
+import { HEADER_FIELDS, type SchemaRules } from '../routes/schemas.js'
 
 export function sendError(reply: FastifyReply, err: ApiError): FastifyReply {
   if (err.retryAfterS !== undefined) reply.header('Retry-After', String(err.retryAfterS))
@@ -9,7 +10,7 @@ export function sendError(reply: FastifyReply, err: ApiError): FastifyReply {
 }
 
 /** Fastify's own errors for what a client sent → our codes; anything else is ours (500). */
-function fromFastify(err: FastifyError): ApiError | undefined {
+function fromFastify(err: FastifyError, request: FastifyRequest): ApiError | undefined {
   switch (err.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new ApiError('PAYLOAD_TOO_LARGE', 'the body is too large (checkout bodies are a few bytes)')
@@ -25,20 +26,24 @@ function fromFastify(err: FastifyError): ApiError | undefined {
       })
   }
   if (err.validation) {
+    // The route's schema said no: name the field as the client wrote it, with the route's rule.
     const v = err.validation[0]
-    const field = v?.instancePath
-      ? v.instancePath.slice(1).replaceAll('/', '.')
-      : ((v?.params as { missingProperty?: string })?.missingProperty ?? 'body')
-    return new ApiError('INVALID_REQUEST', `${field}: ${v?.message ?? 'invalid'}`, {
+    const path = v?.instancePath ? v.instancePath.slice(1).replaceAll('/', '.') : undefined
+    const missing = (v?.params as { missingProperty?: string } | undefined)?.missingProperty
+    const raw = path ?? missing ?? (err.validationContext === 'headers' ? 'headers' : 'body')
+    const field = err.validationContext === 'headers' ? (HEADER_FIELDS[raw] ?? raw) : raw
+    const rules = (request.routeOptions.config as Partial<SchemaRules>).rules ?? {}
+    const rule = rules[field] ?? v?.message ?? 'invalid'
+    return new ApiError('INVALID_REQUEST', `${field}: ${missing ? `required: ${rule}` : rule}`, {
       field,
-      rule: v?.message,
+      rule,
     })
   }
   if (err instanceof SyntaxError || (err.statusCode === 400 && /JSON/i.test(err.message))) {
     return new ApiError('INVALID_REQUEST', 'body: not valid JSON', { field: 'body', rule: 'valid JSON' })
   }
-  if (isRedisOutage(err)) return unavailable('Redis is unreachable or failing over', 1, err)
-  if (isSqlOutage(err)) return unavailable('the database is unreachable', 2, err)
+  if (isRedisOutage(err)) return unavailableError('Redis is unreachable or failing over', 1, err)
+  if (isSqlOutage(err)) return unavailableError('the database is unreachable', 2, err)
   if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
     const code = (Object.keys(HTTP_STATUS) as ApiErrorCode[]).find((c) => HTTP_STATUS[c] === err.statusCode)
     return new ApiError(code ?? 'INVALID_REQUEST', err.message)
@@ -49,7 +54,7 @@ function fromFastify(err: FastifyError): ApiError | undefined {
 /** One place maps errors to statuses and bodies: `{ error: { code, message, …details } }`. */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
-    const api = err instanceof ApiError ? err : fromFastify(err)
+    const api = err instanceof ApiError ? err : fromFastify(err, request)
     if (api && api.status < 500) return sendError(reply, api)
     if (api && api.code !== 'INTERNAL') {
       request.log.warn({ err: api.cause ?? api }, api.message)

@@ -46,8 +46,3 @@ export function isRedisOutage(err: unknown): boolean {
 export function isRedirect(err: unknown): boolean {
   return err instanceof Error && /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(err.message)
 }
-
-/** The script cache is per node and not replicated: a promoted replica answers NOSCRIPT once. */
-export function isNoScript(err: unknown): boolean {
-  return err instanceof Error && err.message.startsWith('NOSCRIPT')
-}

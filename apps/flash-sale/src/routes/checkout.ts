@@ -1,9 +1,10 @@
 import underPressure from '@fastify/under-pressure'
 import type { FastifyInstance } from 'fastify'
 import type { AppDeps } from '../app-deps.js'
-import { ApiError, busy, invalid, unavailable } from '../domain/errors.js'
-import { parseId, parseIdempotencyKey } from '../domain/ids.js'
+import { busy } from '../domain/refusals.js'
 import { sendError } from '../plugins/errors.js'
+import { ApiError, fromRefusal, unavailableError } from './api-error.js'
+import { CHECKOUT, type CheckoutBody } from './schemas.js'
 
 /** Checkout bodies are ~40 bytes; anything much larger is not a checkout. */
 const BODY_LIMIT = 1_024
@@ -23,59 +24,60 @@ export async function checkoutRoutes(app: FastifyInstance, deps: AppDeps): Promi
       pressureHandler: (_req, reply, type) => {
         deps.metrics.shed.inc({ reason: String(type) })
         deps.metrics.checkouts.inc({ strategy, outcome: 'unavailable', status: '503' })
-        sendError(reply, unavailable('this instance is overloaded', 1))
+        sendError(reply, unavailableError('this instance is overloaded', 1))
       },
     })
   }
 
-  app.post('/v1/checkout', { bodyLimit: BODY_LIMIT }, async (request, reply) => {
-    const started = performance.now()
-    let status = 500
-    let outcome = 'error'
-    try {
-      const body = request.body
-      if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-        throw invalid('body', 'expected a JSON object { "product_id": …, "user_id": … }')
-      }
-      const { product_id: rawProduct, user_id: rawUser } = body as Record<string, unknown>
-      const productId = parseId('product_id', rawProduct)
-      const userId = parseId('user_id', rawUser)
-      const idempotencyKey = parseIdempotencyKey(request.headers['idempotency-key'])
-      if (inflight >= deps.maxInflight) {
-        deps.metrics.shed.inc({ reason: 'inflight' })
-        throw busy('too many checkouts in flight on this instance', 1)
-      }
-      inflight++
-      deps.metrics.inflight.inc()
+  app.post<{ Body: CheckoutBody }>(
+    '/v1/checkout',
+    { bodyLimit: BODY_LIMIT, ...CHECKOUT },
+    async (request, reply) => {
+      const started = performance.now()
+      let status = 500
+      let outcome = 'error'
       try {
-        const result = await deps.strategy.checkout({ productId, userId, idempotencyKey })
-        if (result.remaining !== undefined)
-          deps.metrics.stockRemaining.set({ product_id: productId }, result.remaining)
-        status = result.status === 'pending' ? 202 : 200
-        outcome = result.status
-        return reply.code(status).send({
-          order_id: result.orderId,
-          status: result.status,
-          product_id: rawProduct,
-          user_id: rawUser,
-        })
+        const { product_id: rawProduct, user_id: rawUser } = request.body
+        const productId = String(rawProduct)
+        const userId = String(rawUser)
+        const idempotencyKey = request.headers['idempotency-key'] as string | undefined
+        if (inflight >= deps.maxInflight) {
+          deps.metrics.shed.inc({ reason: 'inflight' })
+          throw fromRefusal(busy('too many checkouts in flight on this instance', 1))
+        }
+        inflight++
+        deps.metrics.inflight.inc()
+        try {
+          const result = await deps.strategy.checkout({ productId, userId, idempotencyKey })
+          if (!result.ok) throw fromRefusal(result)
+          if (result.remaining !== undefined)
+            deps.metrics.stockRemaining.set({ product_id: productId }, result.remaining)
+          status = result.status === 'pending' ? 202 : 200
+          outcome = result.status
+          return reply.code(status).send({
+            order_id: result.orderId,
+            status: result.status,
+            product_id: rawProduct,
+            user_id: rawUser,
+          })
+        } finally {
+          inflight--
+          deps.metrics.inflight.dec()
+        }
+      } catch (err) {
+        if (err instanceof ApiError) {
+          status = err.status
+          outcome = err.code.toLowerCase()
+        }
+        throw err
       } finally {
-        inflight--
-        deps.metrics.inflight.dec()
+        const ms = performance.now() - started
+        // The time this instance spent on the request (W3C Server-Timing): a client that waited
+        // longer waited in queues before it (issue 13's tests check the deadline with it).
+        reply.header('server-timing', `app;dur=${ms.toFixed(1)}`)
+        deps.metrics.checkouts.inc({ strategy, outcome, status: String(status) })
+        deps.metrics.checkoutDuration.observe({ strategy }, ms / 1_000)
       }
-    } catch (err) {
-      if (err instanceof ApiError) {
-        status = err.status
-        outcome = err.code.toLowerCase()
-      }
-      throw err
-    } finally {
-      const ms = performance.now() - started
-      // The time this instance spent on the request (W3C Server-Timing): a client that waited
-      // longer waited in queues before it (issue 13's tests check the deadline with it).
-      reply.header('server-timing', `app;dur=${ms.toFixed(1)}`)
-      deps.metrics.checkouts.inc({ strategy, outcome, status: String(status) })
-      deps.metrics.checkoutDuration.observe({ strategy }, ms / 1_000)
-    }
-  })
+    },
+  )
 }

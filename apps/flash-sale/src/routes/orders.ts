@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { AppDeps } from '../app-deps.js'
-import { ApiError } from '../domain/errors.js'
 import { productOfOrder } from '../domain/ids.js'
+import { ApiError } from './api-error.js'
 
 /** GET /v1/orders/:order_id → reserved (Redis) → confirmed (persisted in SQL) or failed. */
 export async function orderRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
@@ -13,13 +13,9 @@ export async function orderRoutes(app: FastifyInstance, deps: AppDeps): Promise<
     if (cached && cached.status !== 'reserved') {
       return { order_id: orderId, status: cached.status, product_id: productId, user_id: cached.userId }
     }
-    let row: { status: string; user_id: string; failure_reason: string | null } | undefined
+    let row: Awaited<ReturnType<typeof deps.orders.order>>
     try {
-      const r = await deps.db.query<{ status: string; user_id: string; failure_reason: string | null }>(
-        'SELECT status, user_id, failure_reason FROM orders WHERE order_id = $1',
-        [orderId],
-      )
-      row = r.rows[0]
+      row = await deps.orders.order(orderId)
     } catch (err) {
       // SQL down: Redis still knows a reserved order; only an unknown one needs SQL.
       if (!cached) throw err

@@ -1,4 +1,6 @@
 import { type Db, inTransaction } from '../db/database.js'
+import type { OrderStore } from '../orders/order-store.js'
+import type { StockView } from '../strategies/strategy.js'
 import type { Catalog } from './catalog.js'
 import type { SaleStore } from './sale-store.js'
 
@@ -87,39 +89,25 @@ export interface SaleCounts {
   failed: number
 }
 
+/** The admin's view of a sale: SQL's counts with the strategy's stock (Redis for lua/naive). */
 export async function saleCounts(
-  db: Db,
+  orders: OrderStore,
   productId: string,
-  remainingInRedis: number | undefined,
-  deadLettered = 0,
+  stock: StockView,
 ): Promise<SaleCounts | undefined> {
-  const r = await db.query<{
-    round: number
-    stock_total: number
-    sold: number
-    confirmed: string
-    failed: string
-  }>(
-    `SELECT s.round, s.stock_total, s.sold,
-       (SELECT count(*) FROM orders o WHERE o.product_id = s.product_id AND o.round = s.round AND o.status = 'confirmed') AS confirmed,
-       (SELECT count(*) FROM orders o WHERE o.product_id = s.product_id AND o.round = s.round AND o.status = 'failed') AS failed
-     FROM sales s WHERE s.product_id = $1`,
-    [productId],
-  )
-  const s = r.rows[0]
+  const s = await orders.saleCounts(productId)
   if (!s) return undefined
-  const remaining = remainingInRedis ?? s.stock_total - s.sold
+  const remaining = stock.remaining ?? s.stock_total - s.sold
   const reserved = s.stock_total - remaining
-  const persisted = Number(s.confirmed)
-  const failed = Number(s.failed) + deadLettered
+  const failed = s.failed + stock.deadLettered
   return {
     product_id: productId,
     round: s.round,
     stock_total: s.stock_total,
     reserved,
     remaining,
-    persisted,
-    pending: Math.max(0, reserved - persisted - failed),
+    persisted: s.confirmed,
+    pending: Math.max(0, reserved - s.confirmed - failed),
     failed,
   }
 }

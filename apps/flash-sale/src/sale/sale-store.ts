@@ -1,11 +1,18 @@
 import { setTimeout as sleep } from 'node:timers/promises'
+import { isNoScriptError, Script } from 'kunci'
+import { isReserveCode, type ReserveCode } from '../domain/refusals.js'
+import { ServiceError } from '../errors.js'
 import { type RedisClient, refreshSlots } from '../redis/connect.js'
 import { SALES_REGISTRY_KEY, saleKeys, WORKER_GROUP } from '../redis/keys.js'
-import { isNoScript, isRedirect, isRedisOutage } from '../redis/redis-errors.js'
+import { isRedirect, isRedisOutage } from '../redis/redis-errors.js'
 import type { ReplicaAcks } from '../redis/replica-acks.js'
 import { TimeoutError, withTimeout } from '../runtime-timeout.js'
-import { SCRIPTS } from './scripts.js'
+import type { StockView } from '../strategies/strategy.js'
 import type { SlotWatch } from './slot-watch.js'
+
+/** The sale's scripts, run through kunci's Script (EVALSHA, EVAL on NOSCRIPT). */
+const RESERVE = Script.fromFile(new URL('./scripts/reserve.lua', import.meta.url))
+const PRELOAD = Script.fromFile(new URL('./scripts/preload.lua', import.meta.url))
 
 /** A sale as the admin defines it (amounts in cents, times in ms since the epoch, 0 = none). */
 export interface SaleDefinition {
@@ -17,15 +24,6 @@ export interface SaleDefinition {
   endsAtMs: number
   perUserLimit: number
 }
-
-export type ReserveCode =
-  | 'RESERVED'
-  | 'SOLD_OUT'
-  | 'ALREADY_PURCHASED'
-  | 'SALE_NOT_STARTED'
-  | 'SALE_ENDED'
-  | 'UNKNOWN_PRODUCT'
-  | 'IDEMPOTENCY_KEY_REUSED'
 
 export interface ReserveReply {
   code: ReserveCode
@@ -51,30 +49,19 @@ interface PendingReserve {
   reject: (err: unknown) => void
 }
 
-const CODES = new Set<string>([
-  'RESERVED',
-  'SOLD_OUT',
-  'ALREADY_PURCHASED',
-  'SALE_NOT_STARTED',
-  'SALE_ENDED',
-  'UNKNOWN_PRODUCT',
-  'IDEMPOTENCY_KEY_REUSED',
-])
-
-export class UnexpectedScriptReplyError extends Error {
+export class UnexpectedScriptReplyError extends ServiceError {
   readonly code = 'E_UNEXPECTED_REPLY'
   constructor(script: string, reply: unknown) {
     super(`${script}.lua answered ${JSON.stringify(reply)}; this is a bug in the service`)
-    this.name = 'UnexpectedScriptReplyError'
   }
 }
 
 function toReserveReply(reply: unknown): ReserveReply {
-  if (!Array.isArray(reply) || reply.length !== 4 || !CODES.has(String(reply[0]))) {
+  if (!Array.isArray(reply) || reply.length !== 4 || !isReserveCode(reply[0])) {
     throw new UnexpectedScriptReplyError('reserve', reply)
   }
   return {
-    code: reply[0] as ReserveCode,
+    code: reply[0],
     orderId: String(reply[1]),
     remaining: Number(reply[2]),
     replayed: Number(reply[3]) === 1,
@@ -117,7 +104,7 @@ export class SaleStore {
 
   async preload(sale: SaleDefinition): Promise<void> {
     const k = saleKeys(sale.productId)
-    await SCRIPTS.preload.run(
+    await PRELOAD.run(
       this.client,
       [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders],
       [
@@ -184,7 +171,7 @@ export class SaleStore {
     let results: [Error | null, unknown][] | null
     try {
       const pipeline = this.client.pipeline()
-      for (const item of batch) SCRIPTS.reserve.queue(pipeline, item.keys, item.args)
+      for (const item of batch) RESERVE.queue(pipeline, item.keys, item.args)
       results = await pipeline.exec()
     } catch (err) {
       if (isRedisOutage(err)) this.#watch?.record(productId, false)
@@ -208,7 +195,7 @@ export class SaleStore {
         }
         if (reply.code === 'RESERVED' && this.#acks) reserved.push([item, reply])
         else item.resolve(reply)
-      } else if (isNoScript(scriptErr) || isRedirect(scriptErr)) {
+      } else if (isNoScriptError(scriptErr) || isRedirect(scriptErr)) {
         // The script did not run (a promoted replica without the script, or the slot moved):
         // this checkout goes again on its own, which is safe.
         this.#reserveAlone(item).then(item.resolve, item.reject)
@@ -225,7 +212,7 @@ export class SaleStore {
     for (let attempt = 1; ; attempt++) {
       try {
         // run() falls back to the source on NOSCRIPT and, as a single command, follows MOVED.
-        const reply = toReserveReply(await SCRIPTS.reserve.run(this.client, item.keys, item.args))
+        const reply = toReserveReply(await RESERVE.run(this.client, item.keys, item.args))
         if (reply.code !== 'RESERVED' || !this.#acks) return reply
         return { ...reply, replicated: await this.#acks.confirm(saleKeys(item.productId).ackMark) }
       } catch (err) {
@@ -242,6 +229,16 @@ export class SaleStore {
   async remaining(productId: string): Promise<number | undefined> {
     const v = await withTimeout(this.client.get(saleKeys(productId).stock), READ_DEADLINE_MS)
     return v === null ? undefined : Number(v)
+  }
+
+  /** Units left in Redis and order events dead-lettered, for the admin's view of the sale. */
+  async stockView(productId: string): Promise<StockView> {
+    const k = saleKeys(productId)
+    const [remaining, deadLettered] = await withTimeout(
+      Promise.all([this.client.get(k.stock), this.client.xlen(k.dead)]),
+      READ_DEADLINE_MS,
+    )
+    return { remaining: remaining === null ? undefined : Number(remaining), deadLettered }
   }
 
   async meta(productId: string): Promise<Record<string, string> | undefined> {

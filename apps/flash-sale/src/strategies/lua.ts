@@ -1,10 +1,11 @@
 import type { Durability } from '../config.js'
-import { unavailable } from '../domain/errors.js'
 import { newOrderId } from '../domain/ids.js'
+import { saleRefusal, unavailable } from '../domain/refusals.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
 import { TimeoutError } from '../runtime-timeout.js'
 import type { SaleStore } from '../sale/sale-store.js'
-import { type CheckoutRequest, type CheckoutResult, type CheckoutStrategy, refusal } from './strategy.js'
+import type { CheckoutOutcome, CheckoutRequest, CheckoutStrategy, StockView } from './strategy.js'
+import { refused } from './strategy.js'
 
 /**
  * The default: one Lua script on the sale's slot does the whole reservation (reserve.lua), the
@@ -19,7 +20,7 @@ export class LuaStrategy implements CheckoutStrategy {
     readonly options: { durability: Durability },
   ) {}
 
-  async checkout(req: CheckoutRequest): Promise<CheckoutResult> {
+  async checkout(req: CheckoutRequest): Promise<CheckoutOutcome> {
     let reply: Awaited<ReturnType<SaleStore['reserve']>>
     try {
       // Bounded by the store's deadline (2 s): 503, and the user retries with the same
@@ -27,13 +28,14 @@ export class LuaStrategy implements CheckoutStrategy {
       reply = await this.store.reserve({ ...req, orderId: newOrderId(req.productId) })
     } catch (err) {
       if (err instanceof TimeoutError)
-        throw unavailable('the sale store (Redis) did not answer in time', 1, err)
+        return refused(unavailable('the sale store (Redis) did not answer in time', 1, err))
       if (isRedisOutage(err))
-        throw unavailable('the sale store (Redis) is unreachable or failing over', 1, err)
+        return refused(unavailable('the sale store (Redis) is unreachable or failing over', 1, err))
       throw err
     }
-    if (reply.code !== 'RESERVED') throw refusal(reply.code, req.productId, reply.orderId)
+    if (reply.code !== 'RESERVED') return refused(saleRefusal(reply.code, req.productId, reply.orderId))
     return {
+      ok: true,
       orderId: reply.orderId,
       status: this.options.durability === 'none' || reply.replicated ? 'reserved' : 'pending',
       remaining: reply.remaining,
@@ -43,6 +45,10 @@ export class LuaStrategy implements CheckoutStrategy {
 
   remaining(productId: string): Promise<number | undefined> {
     return this.store.remaining(productId)
+  }
+
+  stockView(productId: string): Promise<StockView> {
+    return this.store.stockView(productId)
   }
 
   async close(): Promise<void> {}

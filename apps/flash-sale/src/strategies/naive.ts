@@ -1,9 +1,15 @@
-import { unavailable } from '../domain/errors.js'
 import { newOrderId } from '../domain/ids.js'
+import { saleRefusal, unavailable } from '../domain/refusals.js'
 import { saleKeys } from '../redis/keys.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
 import type { SaleStore } from '../sale/sale-store.js'
-import { type CheckoutRequest, type CheckoutResult, type CheckoutStrategy, refusal } from './strategy.js'
+import {
+  type CheckoutOutcome,
+  type CheckoutRequest,
+  type CheckoutStrategy,
+  refused,
+  type StockView,
+} from './strategy.js'
 
 /**
  * The design that oversold: read the stock, then write stock − 1, in two round trips with nothing
@@ -14,24 +20,24 @@ export class NaiveStrategy implements CheckoutStrategy {
   readonly name = 'naive' as const
   constructor(readonly store: SaleStore) {}
 
-  async checkout(req: CheckoutRequest): Promise<CheckoutResult> {
+  async checkout(req: CheckoutRequest): Promise<CheckoutOutcome> {
     try {
       return await this.#checkout(req)
     } catch (err) {
-      if (isRedisOutage(err)) throw unavailable('the sale store (Redis) is unreachable', 1, err)
+      if (isRedisOutage(err)) return refused(unavailable('the sale store (Redis) is unreachable', 1, err))
       throw err
     }
   }
 
-  async #checkout({ productId, userId }: CheckoutRequest): Promise<CheckoutResult> {
+  async #checkout({ productId, userId }: CheckoutRequest): Promise<CheckoutOutcome> {
     const k = saleKeys(productId)
     const redis = this.store.client
     const [round, price] = await redis.hmget(k.meta, 'round', 'price_cents')
-    if (round === null || round === undefined) throw refusal('UNKNOWN_PRODUCT', productId)
+    if (round === null || round === undefined) return refused(saleRefusal('UNKNOWN_PRODUCT', productId))
     const stock = Number(await redis.get(k.stock))
     const bought = await redis.hget(k.buyers, userId)
-    if (bought !== null) throw refusal('ALREADY_PURCHASED', productId, bought.split('|')[1])
-    if (stock <= 0) throw refusal('SOLD_OUT', productId)
+    if (bought !== null) return refused(saleRefusal('ALREADY_PURCHASED', productId, bought.split('|')[1]))
+    if (stock <= 0) return refused(saleRefusal('SOLD_OUT', productId))
     const orderId = newOrderId(productId)
     await redis.set(k.stock, stock - 1) // the lost update: another request read the same stock
     await redis.hset(k.buyers, userId, `1|${orderId}`)
@@ -42,11 +48,15 @@ export class NaiveStrategy implements CheckoutStrategy {
       ...['order_id', orderId, 'user_id', userId, 'round', round, 'unit', '1'],
       ...['price_cents', price ?? '0', 'reserved_at', String(Date.now())],
     )
-    return { orderId, status: 'reserved', remaining: stock - 1, replayed: false }
+    return { ok: true, orderId, status: 'reserved', remaining: stock - 1, replayed: false }
   }
 
   remaining(productId: string): Promise<number | undefined> {
     return this.store.remaining(productId)
+  }
+
+  stockView(productId: string): Promise<StockView> {
+    return this.store.stockView(productId)
   }
 
   async close(): Promise<void> {}

@@ -1,183 +1,156 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fencedUpdate, KunciError, type Redlock } from 'kunci'
-import { type Db, inTransaction, isSqlOutage } from '../db/database.js'
-import { ApiError, busy, unavailable } from '../domain/errors.js'
+import { isSqlOutage } from '../db/database.js'
 import { newOrderId } from '../domain/ids.js'
-import { chargeWallet } from '../orders/persist.js'
-import { TimeoutError, withTimeout } from '../runtime-timeout.js'
-import { type CheckoutRequest, type CheckoutResult, type CheckoutStrategy, refusal } from './strategy.js'
+import {
+  busy,
+  isReserveCode,
+  type Refusal,
+  RefusedError,
+  saleRefusal,
+  unavailable,
+} from '../domain/refusals.js'
+import type { OrderStore } from '../orders/order-store.js'
+import type {
+  CheckoutOutcome,
+  CheckoutRequest,
+  CheckoutResult,
+  CheckoutStrategy,
+  StockView,
+} from './strategy.js'
+import { refused } from './strategy.js'
 
-interface SaleRow {
-  round: number
-  stock_total: number
-  sold: number
-  per_user_limit: number
-  price_cents: string
-  not_started: boolean
-  ended: boolean
+const refuse = (r: Refusal): never => {
+  throw new RefusedError(r)
 }
-
-const SALE_SQL = `SELECT s.round, s.stock_total, s.sold, s.per_user_limit, p.price_cents,
-  (s.starts_at IS NOT NULL AND now() < s.starts_at) AS not_started,
-  (s.ends_at IS NOT NULL AND now() >= s.ends_at) AS ended
-  FROM sales s JOIN products p USING (product_id) WHERE s.product_id = $1`
-
-/** A stored answer of an Idempotency-Key. */
-type StoredAnswer =
-  | { ok: true; order_id: string }
-  | { ok: false; code: ApiError['code']; message: string; details: Record<string, unknown> }
 
 /**
  * The source articles' first remedy: one Redlock lock per product over 5 independent Redis
  * nodes; inside it the stock is read and decremented in SQL and the order, payment and wallet
  * charge are written in the same transaction, guarded by the lock's fencing token (a holder that
  * stalled past its TTL cannot write: its UPDATE matches no row). Contention past `lockWaitMs` →
- * 429; no quorum of lock nodes → 503; SQL down → 503.
+ * BUSY; no quorum of lock nodes → UNAVAILABLE; SQL down → UNAVAILABLE.
  */
 export class RedlockStrategy implements CheckoutStrategy {
   readonly name = 'redlock' as const
   constructor(
-    readonly db: Db,
+    readonly orders: OrderStore,
     readonly locks: Redlock,
-    readonly options: {
-      lockWaitMs: number
-      lockTtlMs?: number
-      /**
-       * A checkout not answered within this is answered 503 (the work goes on: a retry with the
-       * same Idempotency-Key gets its outcome). Covers the wait for an SQL connection, the lock
-       * and the transaction. @defaultValue 3000
-       */
-      deadlineMs?: number
-    },
+    readonly options: { lockWaitMs: number; lockTtlMs?: number },
   ) {}
 
-  async checkout(req: CheckoutRequest): Promise<CheckoutResult> {
+  /**
+   * Bounded by its parts, with no deadline of its own (an outer deadline that fired after the
+   * transaction committed would answer 503 to a sale): each SQL connection is waited for at most
+   * 2 s (db/database.ts), the lock `lockWaitMs`, each statement 5 s.
+   */
+  async checkout(req: CheckoutRequest): Promise<CheckoutOutcome> {
     try {
       const work =
         req.idempotencyKey === undefined ? this.#checkout(req) : this.#idempotent(req, req.idempotencyKey)
-      return await withTimeout(work, this.options.deadlineMs ?? 3_000)
+      return { ok: true, ...(await work) }
     } catch (err) {
-      if (err instanceof TimeoutError)
-        throw unavailable('the checkout did not finish in time; retry with the same Idempotency-Key', 1, err)
-      throw toApiError(err)
+      return refused(toRefusal(err))
     }
   }
 
-  async remaining(productId: string): Promise<number | undefined> {
-    const r = await this.db.query<{ left: number }>(
-      'SELECT stock_total - sold AS left FROM sales WHERE product_id = $1',
-      [productId],
-    )
-    return r.rows[0]?.left
+  remaining(productId: string): Promise<number | undefined> {
+    return this.orders.remaining(productId)
+  }
+
+  /** The stock lives in SQL; no stream, so nothing is dead-lettered. */
+  async stockView(): Promise<StockView> {
+    return { remaining: undefined, deadLettered: 0 }
   }
 
   async close(): Promise<void> {}
 
   /**
-   * The first request with a key inserts a claim row; repeats (on any instance) wait for its
-   * answer instead of competing for the lock. Final answers (200, 404, 409) are stored; a 429 or
-   * 503 removes the claim, so the client's retry gets a real attempt.
+   * The first request with a key claims it; repeats (on any instance) wait for its answer
+   * instead of competing for the lock. Final answers (sold, 404, 409) are stored; BUSY and
+   * UNAVAILABLE free the key, so the client's retry gets a real attempt.
    */
   async #idempotent(req: CheckoutRequest, key: string): Promise<CheckoutResult> {
-    const claim = await this.db.query(
-      `INSERT INTO idempotency (product_id, idem_key, user_id) VALUES ($1, $2, $3)
-       ON CONFLICT DO NOTHING RETURNING idem_key`,
-      [req.productId, key, req.userId],
-    )
-    if (claim.rowCount === 0) return this.#replay(req, key)
+    if (!(await this.orders.claimKey(req.productId, key, req.userId))) return this.#replay(req, key)
     try {
       const result = await this.#checkout(req)
-      await this.#store(req, key, 200, { ok: true, order_id: result.orderId })
+      await this.orders.storeAnswer(req.productId, key, { ok: true, order_id: result.orderId })
       return result
     } catch (err) {
-      const e = toApiError(err)
-      if (e.status === 429 || e.status >= 500) {
-        await this.db
-          .query('DELETE FROM idempotency WHERE product_id = $1 AND idem_key = $2', [req.productId, key])
-          .catch(() => {})
+      const r = toRefusal(err)
+      if (r.code === 'BUSY' || r.code === 'UNAVAILABLE') {
+        await this.orders.releaseKey(req.productId, key).catch(() => {})
       } else {
-        await this.#store(req, key, e.status, {
+        await this.orders.storeAnswer(req.productId, key, {
           ok: false,
-          code: e.code,
-          message: e.message,
-          details: e.details,
+          code: r.code,
+          message: r.message,
+          details: r.orderId ? { order_id: r.orderId } : {},
         })
       }
-      throw e
+      throw new RefusedError(r)
     }
-  }
-
-  async #store(req: CheckoutRequest, key: string, status: number, answer: StoredAnswer): Promise<void> {
-    await this.db.query(
-      'UPDATE idempotency SET status = $3, body = $4 WHERE product_id = $1 AND idem_key = $2',
-      [req.productId, key, status, JSON.stringify(answer)],
-    )
   }
 
   async #replay(req: CheckoutRequest, key: string): Promise<CheckoutResult> {
     const deadline = Date.now() + this.options.lockWaitMs + 10_000
     for (let delay = 5; ; delay = Math.min(delay * 2, 200)) {
-      const r = await this.db.query<{ user_id: string; body: string | null }>(
-        'SELECT user_id, body FROM idempotency WHERE product_id = $1 AND idem_key = $2',
-        [req.productId, key],
-      )
-      const row = r.rows[0]
-      if (row === undefined) return this.#idempotent(req, key) // the first attempt gave up (429/503)
-      if (row.user_id !== req.userId) throw refusal('IDEMPOTENCY_KEY_REUSED', req.productId)
-      if (row.body !== null) {
-        const answer = JSON.parse(row.body) as StoredAnswer
-        if (answer.ok) return { orderId: answer.order_id, status: 'confirmed', replayed: true }
-        throw new ApiError(answer.code, answer.message, answer.details)
+      const held = await this.orders.keyAnswer(req.productId, key)
+      if (held === undefined) return this.#idempotent(req, key) // the first attempt gave up (BUSY/UNAVAILABLE)
+      if (held.userId !== req.userId) refuse(saleRefusal('IDEMPOTENCY_KEY_REUSED', req.productId))
+      const answer = held.answer
+      if (answer?.ok) return { orderId: answer.order_id, status: 'confirmed', replayed: true }
+      if (answer && isReserveCode(answer.code) && answer.code !== 'RESERVED') {
+        const orderId = answer.details.order_id
+        refuse(saleRefusal(answer.code, req.productId, typeof orderId === 'string' ? orderId : undefined))
       }
-      if (Date.now() > deadline) throw busy('the first request with this Idempotency-Key is still running')
+      if (Date.now() > deadline) refuse(busy('the first request with this Idempotency-Key is still running'))
       await sleep(delay)
     }
   }
 
   async #checkout(req: CheckoutRequest): Promise<CheckoutResult> {
+    const { productId, userId } = req
     // Outside the lock, answers that cannot change back: sold out (sold only grows within a
     // round) and unknown product. They keep the lock for the checkouts that can still win.
-    const before = (await this.db.query<SaleRow>(SALE_SQL, [req.productId])).rows[0]
-    if (before === undefined) throw refusal('UNKNOWN_PRODUCT', req.productId)
-    if (before.sold >= before.stock_total) throw refusal('SOLD_OUT', req.productId)
+    const before = await this.orders.sale(productId)
+    if (before === undefined) refuse(saleRefusal('UNKNOWN_PRODUCT', productId))
+    if (before!.sold >= before!.stock_total) refuse(saleRefusal('SOLD_OUT', productId))
     return this.locks.using(
-      `sale:${req.productId}`,
+      `sale:${productId}`,
       {
         acquireTimeoutMs: this.options.lockWaitMs,
         ttlMs: this.options.lockTtlMs ?? 5_000,
         maxHoldMs: 10_000,
       },
       (_signal, lock) =>
-        inTransaction(this.db, async (c) => {
-          const sale = (await c.query<SaleRow>(SALE_SQL, [req.productId])).rows[0]
-          if (sale === undefined) throw refusal('UNKNOWN_PRODUCT', req.productId)
-          if (sale.not_started) throw refusal('SALE_NOT_STARTED', req.productId)
-          if (sale.ended) throw refusal('SALE_ENDED', req.productId)
-          const mine = await c.query<{ order_id: string }>(
-            `SELECT order_id FROM orders WHERE product_id = $1 AND round = $2 AND user_id = $3 AND status = 'confirmed'
-             ORDER BY persisted_at DESC`,
-            [req.productId, sale.round, req.userId],
+        this.orders.checkout(async (tx) => {
+          const sale = (await tx.sale(productId)) ?? refuse(saleRefusal('UNKNOWN_PRODUCT', productId))
+          if (sale.not_started) refuse(saleRefusal('SALE_NOT_STARTED', productId))
+          if (sale.ended) refuse(saleRefusal('SALE_ENDED', productId))
+          const mine = await tx.confirmedOrdersOf(productId, sale.round, userId)
+          if (mine.length >= sale.per_user_limit) refuse(saleRefusal('ALREADY_PURCHASED', productId, mine[0]))
+          if (sale.sold >= sale.stock_total) refuse(saleRefusal('SOLD_OUT', productId))
+          const written = await tx.fenced(
+            fencedUpdate({
+              table: 'sales',
+              set: { sold: sale.sold + 1 },
+              where: { product_id: productId, round: sale.round },
+              fence: lock.fence,
+            }),
           )
-          if ((mine.rowCount ?? 0) >= sale.per_user_limit) {
-            throw refusal('ALREADY_PURCHASED', req.productId, mine.rows[0]?.order_id)
-          }
-          if (sale.sold >= sale.stock_total) throw refusal('SOLD_OUT', req.productId)
-          const stmt = fencedUpdate({
-            table: 'sales',
-            set: { sold: sale.sold + 1 },
-            where: { product_id: req.productId, round: sale.round },
-            fence: lock.fence,
-          })
-          const updated = await c.query(stmt.text, [...stmt.values])
           // A later holder has written: this one stalled past its lock. Nothing is written.
-          if (updated.rowCount === 0) throw busy('the product lock was lost before the write (fenced out)')
-          const orderId = newOrderId(req.productId)
-          await c.query(
-            `INSERT INTO orders (order_id, product_id, round, user_id, unit_no, price_cents, status, strategy, reserved_at)
-             VALUES ($1, $2, $3, $4, $5, $6, 'confirmed', 'redlock', now())`,
-            [orderId, req.productId, sale.round, req.userId, (mine.rowCount ?? 0) + 1, sale.price_cents],
-          )
-          await chargeWallet(c, orderId, req.userId, Number(sale.price_cents))
+          if (!written) refuse(busy('the product lock was lost before the write (fenced out)'))
+          const orderId = newOrderId(productId)
+          await tx.confirm({
+            orderId,
+            productId,
+            round: sale.round,
+            userId,
+            unitNo: mine.length + 1,
+            priceCents: Number(sale.price_cents),
+            strategy: 'redlock',
+          })
           return {
             orderId,
             status: 'confirmed' as const,
@@ -189,8 +162,9 @@ export class RedlockStrategy implements CheckoutStrategy {
   }
 }
 
-function toApiError(err: unknown): ApiError {
-  if (err instanceof ApiError) return err
+/** What went wrong, as the domain answers it; anything not foreseen is a bug and is rethrown. */
+function toRefusal(err: unknown): Refusal {
+  if (err instanceof RefusedError) return err.refusal
   if (err instanceof KunciError) {
     switch (err.code) {
       case 'E_LOCK_NOT_ACQUIRED':
@@ -204,7 +178,5 @@ function toApiError(err: unknown): ApiError {
     }
   }
   if (isSqlOutage(err)) return unavailable('the order database is unreachable', 2, err)
-  return err instanceof Error
-    ? new ApiError('INTERNAL', err.message, {}, undefined, { cause: err })
-    : new ApiError('INTERNAL', String(err))
+  throw err
 }

@@ -1,5 +1,5 @@
 import type { Strategy } from '../config.js'
-import { ApiError } from '../domain/errors.js'
+import type { Refusal } from '../domain/refusals.js'
 
 export interface CheckoutRequest {
   productId: string
@@ -10,7 +10,7 @@ export interface CheckoutRequest {
 /**
  * What a successful checkout answers. `reserved`: the unit is held in Redis and the order is on
  * its way to SQL (lua, naive); `confirmed`: written in SQL already (redlock); `pending`: reserved,
- * but the replica did not confirm in time (HTTP 202): poll GET /v1/orders/:order_id.
+ * but no replica confirmed it: poll GET /v1/orders/:order_id.
  */
 export interface CheckoutResult {
   orderId: string
@@ -20,38 +20,26 @@ export interface CheckoutResult {
   replayed: boolean
 }
 
+/** A checkout's outcome in the domain's terms; the routes translate it to HTTP. */
+export type CheckoutOutcome = ({ ok: true } & CheckoutResult) | ({ ok: false } & Refusal)
+
+/** What the admin view of a sale needs from the store the strategy sells from. */
+export interface StockView {
+  /** Units not yet reserved, where the strategy keeps them apart from SQL (Redis); else undefined. */
+  remaining: number | undefined
+  /** Order events that kept failing and were set aside (the stream's dead letters). */
+  deadLettered: number
+}
+
 export interface CheckoutStrategy {
   readonly name: Strategy
-  /** Resolves with the order, or throws ApiError (409 codes, 404, 422, 429, 503). */
-  checkout(request: CheckoutRequest): Promise<CheckoutResult>
+  /** Resolves with the order or a refusal; rejects only on a bug. */
+  checkout(request: CheckoutRequest): Promise<CheckoutOutcome>
   /** Units left, for GET /v1/products. */
   remaining(productId: string): Promise<number | undefined>
+  /** For GET /admin/sales/:id. */
+  stockView(productId: string): Promise<StockView>
   close(): Promise<void>
 }
 
-/** The 409/404/422 answers a reservation can end with, from the script's code. */
-export function refusal(code: string, productId: string, orderId?: string): ApiError {
-  switch (code) {
-    case 'SOLD_OUT':
-      return new ApiError('SOLD_OUT', `product ${productId} is sold out`)
-    case 'ALREADY_PURCHASED':
-      return new ApiError(
-        'ALREADY_PURCHASED',
-        `this user already bought product ${productId} in this sale (see order_id)`,
-        { order_id: orderId },
-      )
-    case 'SALE_NOT_STARTED':
-      return new ApiError('SALE_NOT_STARTED', `the sale of product ${productId} has not started yet`)
-    case 'SALE_ENDED':
-      return new ApiError('SALE_ENDED', `the sale of product ${productId} has ended`)
-    case 'UNKNOWN_PRODUCT':
-      return new ApiError('UNKNOWN_PRODUCT', `product ${productId} has no sale`)
-    case 'IDEMPOTENCY_KEY_REUSED':
-      return new ApiError(
-        'IDEMPOTENCY_KEY_REUSED',
-        'this Idempotency-Key was used by another request (another user); use a new key per checkout',
-      )
-    default:
-      return new ApiError('INTERNAL', `unexpected reservation answer ${code}`)
-  }
-}
+export const refused = (r: Refusal): CheckoutOutcome => ({ ok: false, ...r })

@@ -6,10 +6,12 @@ import { useStack } from '../support/stack-fixture.js'
 
 // Issue 13 for the redlock strategy: a lock node killed with kill -9 (left dead) under the same
 // retrying crowd. Four of five nodes still form a quorum, so checkouts must keep being answered
-// (200, 409, or 429 while the product lock is contended), none held past the strategy's deadline
-// (3 s), none hanging. A 503 is allowed only as the rare answer of a machine too loaded to answer
-// in time (a quorum vote or an SQL connection past its timeout), not as what the kill causes.
-const REDLOCK_DEADLINE_MS = 3_000 + 1_000
+// (200, 409, or 429 while the product lock is contended), none hanging. A checkout is bounded by
+// its parts (strategies/redlock.ts): up to three waits for an SQL connection (2 s each), the lock
+// (250 ms) and short statements. A 503 is allowed only as the rare answer of a machine too loaded
+// to answer in time (an SQL connection or a quorum vote past its timeout), not as what the kill
+// causes.
+const REDLOCK_BOUND_MS = 3 * 2_000 + 250 + 1_750
 const STOCK = 2_000
 
 describe('redlock: kill -9 of a lock node under a retrying crowd', () => {
@@ -40,7 +42,7 @@ describe('redlock: kill -9 of a lock node under a retrying crowd', () => {
     const after = requests.filter((r) => r.sentAt >= killAt)
     // Sales go on through the lock after the kill: 4 of 5 nodes are a quorum.
     expect(after.filter((r) => r.status === 200).length, seen).toBeGreaterThan(100)
-    expect(Math.max(...requests.map((r) => r.serverMs ?? 0))).toBeLessThan(REDLOCK_DEADLINE_MS)
+    expect(Math.max(...requests.map((r) => r.serverMs ?? 0))).toBeLessThan(REDLOCK_BOUND_MS)
     const sold = finals.filter((f) => f.status === 200)
     expect(sold.length).toBeLessThanOrEqual(STOCK)
     const facts = await waitForSettled(stack.databaseUrl, productId, sold.length)

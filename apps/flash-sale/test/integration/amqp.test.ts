@@ -4,6 +4,7 @@ import { type FaultProxy, startProxy } from '@kunci/topology'
 import pg from 'pg'
 import { Connection } from 'rabbitmq-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { eventually } from '../support/eventually.js'
 import { type LocalStack, startStack } from '../support/stack-fixture.js'
 
 // QUEUE_URL=amqp://…: stream (outbox) → relay (publisher confirms) → durable quorum queue →
@@ -90,16 +91,9 @@ async function facts(db: pg.Client, productId: string): Promise<Facts> {
   }
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T>, ok: (t: T) => boolean, timeoutMs = 90_000) {
-  const deadline = Date.now() + timeoutMs
-  let last = await probe()
-  while (!ok(last)) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await sleep(200)
-    last = await probe()
-  }
-  return last
-}
+/** Waits until `ok(probe())` (the service's one polling helper, support/eventually.ts). */
+const waitFor = <T>(what: string, probe: () => Promise<T>, ok: (t: T) => boolean, timeoutMs = 90_000) =>
+  eventually(probe, ok, { what, timeoutMs, intervalMs: 200 })
 
 async function metric(url: string, name: string, labels: string): Promise<number> {
   const text = await fetch(url).then(

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { Cluster } from 'ioredis'
 import { request } from 'undici'
 import { describe, expect, it } from 'vitest'
+import { eventually } from '../support/eventually.js'
 import { waitForSettled } from '../support/invariants.js'
 import { useStack } from '../support/stack-fixture.js'
 
@@ -77,16 +78,11 @@ describe('SIGTERM drains', () => {
 
   it('the worker: events it had read are persisted and acknowledged before it exits', async () => {
     // The service restarted at the end of the previous test: wait until it is ready again.
-    const deadline = Date.now() + 30_000
-    while (
-      !(await fetch(`${fx.stack.url}/readyz`).then(
-        (r) => r.ok,
-        () => false,
-      ))
-    ) {
-      if (Date.now() > deadline) throw new Error('the service did not come back')
-      await sleep(100)
-    }
+    await eventually(
+      () => fetch(`${fx.stack.url}/readyz`).then((r) => r.ok),
+      (ok) => ok,
+      { timeoutMs: 30_000, what: 'the service back after its restart' },
+    )
     await fx.stack.putSale({ productId: '9922', stock: 2_000 })
     {
       // Reserve 2,000 units quickly with the worker stopped, then let it start and SIGTERM it mid-way.

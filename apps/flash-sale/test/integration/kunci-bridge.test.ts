@@ -8,6 +8,7 @@ import { Cache, Redlock } from 'kunci'
 import { Registry } from 'prom-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { bridgeKunciMetrics, type KunciBridge } from '../../src/metrics/kunci-bridge.js'
+import { eventually } from '../support/eventually.js'
 
 const MAX_TTL_MS = 2000
 let set: NodeSet
@@ -52,13 +53,9 @@ async function value(name: string, labels: Record<string, string> = {}): Promise
   return match?.value ?? 0
 }
 
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 25))
-  }
-}
+/** Waits until `check` holds (the service's one polling helper, support/eventually.ts). */
+const until = (what: string, check: () => Promise<boolean>, timeoutMs = 20_000) =>
+  eventually(check, (ok) => ok, { what, timeoutMs, intervalMs: 25 })
 
 beforeAll(async () => {
   registry = new Registry()

@@ -1,11 +1,11 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis, type RedisOptions } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
 import { ConfigError, loadConfig } from '../../src/config.js'
 import { countBy, crowd, runCheckouts } from '../support/checkouts.js'
+import { eventually } from '../support/eventually.js'
 import { violations, waitForSettled } from '../support/invariants.js'
 import { useStack } from '../support/stack-fixture.js'
 
@@ -140,17 +140,17 @@ describe('the local stack with TLS and the default user off', () => {
       const page = await fetch(url).then((r) => r.text())
       expect([url, /^redis_up 1$/m.test(page)]).toEqual([url, true])
     }
-    const deadline = Date.now() + 30_000
-    let down: unknown[] = ['(not scraped yet)']
-    while (Date.now() < deadline) {
-      const body = (await fetch(`${fx.stack.prometheusUrl}/api/v1/targets`).then((r) => r.json())) as {
-        data: { activeTargets: { scrapeUrl: string; health: string }[] }
-      }
-      const targets = body.data.activeTargets
-      down = targets.filter((t) => t.health !== 'up').map((t) => t.scrapeUrl)
-      if (targets.length >= 13 && down.length === 0) break
-      await sleep(500)
-    }
+    const targets = await eventually(
+      async () => {
+        const body = (await fetch(`${fx.stack.prometheusUrl}/api/v1/targets`).then((r) => r.json())) as {
+          data: { activeTargets: { scrapeUrl: string; health: string }[] }
+        }
+        return body.data.activeTargets
+      },
+      (ts) => ts.length >= 13 && ts.every((t) => t.health === 'up'),
+      { timeoutMs: 30_000, intervalMs: 500, what: 'every target up' },
+    ).catch(() => [])
+    const down = targets.length === 0 ? ['(not all up in 30 s)'] : targets.filter((t) => t.health !== 'up')
     expect(down).toEqual([])
   })
 })

@@ -7,11 +7,12 @@
  * auto-pipeline.
  */
 import { type RedisCluster, startCluster } from '@kunci/topology'
-import { keySlot } from 'kunci'
+import { keySlot, Script } from 'kunci'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { connectSaleRedis, type RedisClient, whenReady } from '../../src/redis/connect.js'
 import { saleKeys } from '../../src/redis/keys.js'
-import { SCRIPTS } from '../../src/sale/scripts.js'
+
+const SET_STATUS = Script.fromFile(new URL('../../src/orders/scripts/set-status.lua', import.meta.url))
 
 let cluster: RedisCluster
 let client: RedisClient
@@ -38,7 +39,7 @@ it("runs one tick's scripts for sales on every master, each on its own sale's no
   expect(masters.size).toBe(3)
   await Promise.all(products.map((p) => client.hset(saleKeys(p).status, 'o1', 'reserved|u1|1')))
   const replies = await Promise.all(
-    products.map((p) => SCRIPTS.setStatus.run(client, [saleKeys(p).status], ['o1', 'confirmed'])),
+    products.map((p) => SET_STATUS.run(client, [saleKeys(p).status], ['o1', 'confirmed'])),
   )
   expect(replies).toEqual(products.map(() => 1))
   const stored = await Promise.all(products.map((p) => client.hget(saleKeys(p).status, 'o1')))

@@ -1,6 +1,6 @@
-import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import type { CheckoutOutcome } from './checkouts.js'
+import { eventually } from './eventually.js'
 
 export interface SaleFacts {
   confirmed: { order_id: string; user_id: string }[]
@@ -52,20 +52,20 @@ export async function saleFacts(databaseUrl: string, productId: string): Promise
   }
 }
 
-/** Waits until the worker has settled `expected` orders (confirmed + failed) in SQL. */
+/**
+ * Waits until the worker has settled `expected` orders (confirmed + failed) in SQL; after
+ * `timeoutMs` returns what SQL holds then, so that violations() lists what is missing.
+ */
 export async function waitForSettled(
   databaseUrl: string,
   productId: string,
   expected: number,
   timeoutMs = 60_000,
 ): Promise<SaleFacts> {
-  const deadline = Date.now() + timeoutMs
-  let facts = await saleFacts(databaseUrl, productId)
-  while (facts.confirmed.length + facts.failed < expected && Date.now() < deadline) {
-    await sleep(200)
-    facts = await saleFacts(databaseUrl, productId)
-  }
-  return facts
+  const settled = (f: SaleFacts) => f.confirmed.length + f.failed >= expected
+  return eventually(() => saleFacts(databaseUrl, productId), settled, { timeoutMs, intervalMs: 200 }).catch(
+    () => saleFacts(databaseUrl, productId),
+  )
 }
 
 /** The checks every strategy that claims correctness must pass, as a list of violations. */

@@ -1,6 +1,6 @@
 import { ReplyError } from 'ioredis'
 import { describe, expect, it } from 'vitest'
-import { isNoScript, isRedirect, isRedisOutage } from '../../src/redis/redis-errors.js'
+import { isRedirect, isRedisOutage } from '../../src/redis/redis-errors.js'
 import { TimeoutError } from '../../src/runtime-timeout.js'
 import { UnexpectedScriptReplyError } from '../../src/sale/sale-store.js'
 
@@ -70,14 +70,10 @@ describe('isRedisOutage: everything a fault can raise is an outage (503), never 
   })
 })
 
-describe('isRedirect and isNoScript', () => {
+describe('isRedirect', () => {
   it('MOVED/ASK/TRYAGAIN/CLUSTERDOWN: the command did not run and may be resent', () => {
     for (const m of ['MOVED 1 h:1', 'ASK 1 h:1', 'TRYAGAIN x', 'CLUSTERDOWN x'])
       expect(isRedirect(new ReplyError(m))).toBe(true)
     expect(isRedirect(new ReplyError('READONLY x'))).toBe(false)
-  })
-  it('NOSCRIPT: reload the script', () => {
-    expect(isNoScript(new ReplyError('NOSCRIPT No matching script.'))).toBe(true)
-    expect(isNoScript(new ReplyError('ERR NOSCRIPT'))).toBe(false)
   })
 })

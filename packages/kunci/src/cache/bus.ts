@@ -5,18 +5,17 @@
  *
  * We own this connection (the only one the cache creates) and manage its life ourselves,
  * because the owner must know the exact moments it is *not* subscribed: messages sent then
- * are lost, so L1 must be flushed and bypassed until the subscription is back. ioredis'
+ * are lost, so L1 must be flushed and bypassed until the subscription is back. A client's
  * own cluster subscriber silently moves to another node, which hides exactly that.
- *   - standalone: `client.duplicate()` without auto-reconnect;
- *   - cluster: a plain connection to one of the cluster's nodes (PUBLISH reaches every node of
- *     a cluster), moving to the next node after each failure.
+ *   - standalone: a subscriber to the same server that never reconnects by itself;
+ *   - cluster: the same, on one of the cluster's nodes (PUBLISH reaches every node of a
+ *     cluster), moving to the next node after each failure.
  * A heartbeat PING catches a connection that hangs without closing (paused node, partition).
  *
  * Message: one type letter, the sender's 12-character id, then the key or key prefix.
  */
 import { randomBytes } from 'node:crypto'
-import type { Cluster, Redis } from 'ioredis'
-import type { RedisClient } from '../redis/lua-script.js'
+import type { RedisPort, Subscriber } from '../redis/port.js'
 
 export type BusMessageType = 'k' | 'p' | 'w' // key changed | every key under a prefix changed | wake only
 
@@ -37,11 +36,11 @@ export function busMessage(type: BusMessageType, sender: string, subject: string
 }
 
 export class Bus {
-  readonly #client: RedisClient
+  readonly #client: RedisPort
   readonly #channel: string
   readonly #heartbeatMs: number
   readonly #handlers: BusHandlers
-  #conn: Redis | undefined
+  #conn: Subscriber | undefined
   #up = false
   #closed = false
   #attempt = 0
@@ -51,13 +50,7 @@ export class Bus {
 
   readonly #name: string
 
-  constructor(
-    client: RedisClient,
-    channel: string,
-    heartbeatMs: number,
-    name: string,
-    handlers: BusHandlers,
-  ) {
+  constructor(client: RedisPort, channel: string, heartbeatMs: number, name: string, handlers: BusHandlers) {
     this.#client = client
     this.#name = name
     this.#channel = channel
@@ -81,29 +74,34 @@ export class Bus {
     const conn = this.#conn
     this.#conn = undefined
     this.#up = false
-    if (conn) await conn.quit().catch(() => conn.disconnect())
+    if (conn) await conn.close()
   }
 
   #connect(): void {
     if (this.#closed) return
-    const conn = this.#open()
+    let conn: Subscriber | undefined
+    try {
+      conn = this.#open()
+    } catch {
+      // A cluster node whose connection the client has not opened yet: try the next one.
+      conn = undefined
+    }
     if (conn === undefined) {
       this.#retry('no node known yet')
       return
     }
     this.#conn = conn
-    conn.on('error', () => {}) // surfaced through 'close' → state(false)
-    conn.on('messageBuffer', (_channel: Buffer, data: Buffer) => {
+    conn.onMessage((_channel, data) => {
       if (conn !== this.#conn) return
       const text = data.toString('utf8')
       const type = text[0]
       if (type !== 'k' && type !== 'p' && type !== 'w') return
       this.#handlers.message(type, text.slice(1, 1 + ID_LENGTH), text.slice(1 + ID_LENGTH))
     })
-    conn.once('close', () => this.#lost(conn, 'connection closed'))
+    conn.onClose(() => this.#lost(conn, 'connection closed'))
     conn
       .connect()
-      .then(() => conn.subscribe(this.#channel))
+      .then(() => conn.subscribe([this.#channel]))
       .then(
         () => {
           if (conn !== this.#conn || this.#closed) return
@@ -116,25 +114,22 @@ export class Bus {
       )
   }
 
-  #open(): Redis | undefined {
-    const common = {
-      lazyConnect: true,
-      autoResubscribe: false,
-      enableOfflineQueue: true,
-      maxRetriesPerRequest: 0,
-      retryStrategy: () => null, // we reconnect ourselves, so a drop is always seen
-      connectTimeout: Math.max(1000, this.#heartbeatMs),
-      connectionName: this.#name, // CLIENT LIST shows which cache instance a subscriber belongs to
+  #open(): Subscriber | undefined {
+    const options = {
+      reconnect: false, // we reconnect ourselves, so a drop is always seen
+      lazy: true,
+      connectTimeoutMs: Math.max(1000, this.#heartbeatMs),
+      name: this.#name, // CLIENT LIST shows which cache instance a subscriber belongs to
     }
-    if (!this.#client.isCluster) return (this.#client as Redis).duplicate(common)
-    const nodes = (this.#client as Cluster).nodes('all')
+    const cluster = this.#client.cluster
+    if (cluster === undefined) return this.#client.subscriber(options)
+    const nodes = cluster.nodes()
     if (nodes.length === 0) return undefined
-    // The node's own connection settings (address, credentials, TLS) with ours on top. Not
-    // `new Redis()`: kunci imports no client library at runtime (a user may have only node-redis).
-    return nodes[this.#nodeIndex++ % nodes.length]!.duplicate(common)
+    // The node's own connection settings (address, credentials, TLS) with ours on top.
+    return nodes[this.#nodeIndex++ % nodes.length]!.subscriber(options)
   }
 
-  #startHeartbeat(conn: Redis): void {
+  #startHeartbeat(conn: Subscriber): void {
     clearInterval(this.#heartbeat)
     let outstanding = false
     this.#heartbeat = setInterval(() => {
@@ -159,12 +154,12 @@ export class Bus {
     this.#heartbeat.unref()
   }
 
-  #lost(conn: Redis, reason: string, error?: Error): void {
+  #lost(conn: Subscriber, reason: string, error?: Error): void {
     if (conn !== this.#conn) return
     this.#conn = undefined
     clearInterval(this.#heartbeat)
-    conn.removeAllListeners('messageBuffer')
-    conn.disconnect()
+    conn.onMessage(undefined)
+    conn.destroy()
     this.#up = false
     if (this.#closed) return
     this.#handlers.state(false, reason, error)

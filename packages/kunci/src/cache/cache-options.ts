@@ -3,8 +3,9 @@
  * tables below; per-call overrides go through the same resolver as the constructor's values.
  */
 import { InvalidOptionError } from '../errors.js'
-import { type KunciClient, toRedisClient } from '../redis/client.js'
-import type { RedisClient } from '../redis/lua-script.js'
+import { boolean, integer, MAX_MS, milliseconds, number, object, string } from '../options.js'
+import { type KunciClient, toRedisPort } from '../redis/client.js'
+import type { RedisPort } from '../redis/port.js'
 import type { Serializer } from './serializer.js'
 import { jsonSerializer } from './serializer.js'
 
@@ -133,7 +134,8 @@ export const DEFAULT_CACHE_OPTIONS = Object.freeze({
 export type ResolvedEntryOptions = Readonly<Required<EntryOptions>>
 
 export interface ResolvedCacheOptions {
-  readonly client: RedisClient
+  /** The user's client, behind the port (redis/port.ts). */
+  readonly client: RedisPort
   readonly prefix: string
   readonly serializer: Serializer
   readonly l1MaxEntries: number
@@ -145,33 +147,10 @@ export interface ResolvedCacheOptions {
   readonly entry: ResolvedEntryOptions
 }
 
-// Redis accepts PX up to 2^63 ms, but ttlMs + graceMs must stay exact in a JS number.
-const MAX_MS = Number.MAX_SAFE_INTEGER / 4
-
-function positiveInt(name: string, v: unknown): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0 || v > MAX_MS) {
-    throw new InvalidOptionError(name, `must be a positive integer number of milliseconds, got ${String(v)}.`)
-  }
-  return v
-}
-
-function nonNegativeInt(name: string, v: unknown): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > MAX_MS) {
-    throw new InvalidOptionError(name, `must be an integer number of milliseconds >= 0, got ${String(v)}.`)
-  }
-  return v
-}
-
-function timeout(name: string, v: unknown, min: number): number {
-  if (v === Number.POSITIVE_INFINITY) return v
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > MAX_MS) {
-    throw new InvalidOptionError(
-      name,
-      `must be an integer number of milliseconds >= ${min}, or Infinity to wait without limit; got ${String(v)}.`,
-    )
-  }
-  return v
-}
+const positiveInt = (name: string, v: unknown) => milliseconds(name, v, { min: 1 })
+const nonNegativeInt = (name: string, v: unknown) => milliseconds(name, v)
+const timeout = (name: string, v: unknown, min: number) =>
+  milliseconds(name, v, { min, infinity: true, hint: 'Infinity waits without limit' })
 
 /**
  * Merges per-entry options over `base` and range-checks what was given. Returns `base` itself
@@ -202,24 +181,9 @@ export function resolveEntryOptions(input: EntryOptions, base: ResolvedEntryOpti
     negativeTtlMs:
       negativeTtlMs === undefined ? base.negativeTtlMs : nonNegativeInt('negativeTtlMs', negativeTtlMs),
   }
-  if (beta !== undefined) {
-    if (typeof beta !== 'number' || !Number.isFinite(beta) || beta < 0) {
-      throw new InvalidOptionError(
-        'beta',
-        `must be a finite number >= 0 (0 disables early refresh), got ${String(beta)}.`,
-      )
-    }
-    out.beta = beta
-  }
-  if (jitter !== undefined) {
-    if (typeof jitter !== 'number' || !(jitter >= 0 && jitter < 1)) {
-      throw new InvalidOptionError(
-        'jitter',
-        `must be a fraction from 0 (off) to below 1, got ${String(jitter)}.`,
-      )
-    }
-    out.jitter = jitter
-  }
+  if (beta !== undefined) out.beta = number('beta', beta, { min: 0, hint: '0 disables early refresh' })
+  if (jitter !== undefined)
+    out.jitter = number('jitter', jitter, { min: 0, below: 1, hint: 'a fraction, 0 is off' })
   if (out.ttlMs + out.graceMs > MAX_MS) {
     throw new InvalidOptionError('graceMs', 'ttlMs + graceMs is too large; keep it below 2^51 ms.')
   }
@@ -228,18 +192,14 @@ export function resolveEntryOptions(input: EntryOptions, base: ResolvedEntryOpti
 
 /** Resolves the constructor's options once; throws `InvalidOptionError` on the first bad value. */
 export function resolveCacheOptions(input: CacheOptions): ResolvedCacheOptions {
-  if (input === null || typeof input !== 'object') {
-    throw new InvalidOptionError('options', 'pass an options object: new Cache({ client }).')
-  }
-  const client = toRedisClient(input.client, 'client')
+  object('options', input, 'an options object: new Cache({ client })')
+  const client = toRedisPort(input.client, 'client')
   const d = DEFAULT_CACHE_OPTIONS
-  const prefix = input.prefix ?? d.prefix
-  if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {
-    throw new InvalidOptionError(
-      'prefix',
-      `must be a non-empty string without "{" or "}" (the cache builds its own hash tag), got ${JSON.stringify(prefix)}.`,
-    )
-  }
+  const prefix = string('prefix', input.prefix ?? d.prefix, {
+    nonEmpty: true,
+    forbidden: /[{}]/,
+    hint: 'without "{" or "}" (the cache builds its own hash tag)',
+  })
   const serializer = input.serializer ?? d.serializer
   if (
     serializer === null ||
@@ -252,20 +212,12 @@ export function resolveCacheOptions(input: CacheOptions): ResolvedCacheOptions {
       'must be an object with serialize(value) and deserialize(text).',
     )
   }
-  const l1MaxEntries = input.l1MaxEntries ?? d.l1MaxEntries
-  if (!Number.isInteger(l1MaxEntries) || l1MaxEntries < 0) {
-    throw new InvalidOptionError(
-      'l1MaxEntries',
-      `must be an integer >= 0 (0 disables L1), got ${String(l1MaxEntries)}.`,
-    )
-  }
-  const l1Serialize = input.l1Serialize ?? d.l1Serialize
-  if (typeof l1Serialize !== 'boolean') {
-    throw new InvalidOptionError('l1Serialize', `must be a boolean, got ${String(l1Serialize)}.`)
-  }
-  const failOpen = input.failOpen ?? d.failOpen
-  if (typeof failOpen !== 'boolean')
-    throw new InvalidOptionError('failOpen', `must be a boolean, got ${String(failOpen)}.`)
+  const l1MaxEntries = integer('l1MaxEntries', input.l1MaxEntries ?? d.l1MaxEntries, {
+    min: 0,
+    hint: '0 disables L1',
+  })
+  const l1Serialize = boolean('l1Serialize', input.l1Serialize ?? d.l1Serialize)
+  const failOpen = boolean('failOpen', input.failOpen ?? d.failOpen)
   const leaseTtlMs = positiveInt('leaseTtlMs', input.leaseTtlMs ?? d.leaseTtlMs)
   if (leaseTtlMs < 30) {
     throw new InvalidOptionError(

@@ -5,9 +5,9 @@
  * (XFetch), and can keep an L1 in memory that the bus keeps coherent. docs/cache.md states the
  * guarantees and their limits.
  */
-import { deleteByPattern } from '../cluster/scan.js'
+import { deleteMatching } from '../cluster/scan.js'
 import { CacheSerializeError, CacheUnavailableError, ClosedError, InvalidOptionError } from '../errors.js'
-import type { RedisClient } from '../redis/lua-script.js'
+import type { RedisPort } from '../redis/port.js'
 import { Bus, type BusMessageType, busMessage, newInstanceId } from './bus.js'
 import type { CacheEventName, CacheListener } from './cache-events.js'
 import { CacheEmitter } from './cache-events.js'
@@ -23,7 +23,6 @@ import { EntryCodec, type Found } from './entry-codec.js'
 import { L1, type L1Entry } from './l1.js'
 import { type Loader, ReadThrough } from './read-through.js'
 import { deleteEntry, shouldRefreshEarly } from './stampede.js'
-import { type ReadValue, valueReader } from './value-reader.js'
 import { Waiters } from './waiters.js'
 
 export interface GetOrSetOptions<T> extends EntryOptions {
@@ -40,8 +39,7 @@ export interface SetOptions<T> extends Pick<EntryOptions, 'ttlMs' | 'graceMs' | 
 
 export class Cache {
   readonly #o: ResolvedCacheOptions
-  readonly #client: RedisClient
-  readonly #readValue: ReadValue
+  readonly #client: RedisPort
   readonly #id = newInstanceId()
   readonly #channel: string
   readonly #events = new CacheEmitter()
@@ -55,7 +53,6 @@ export class Cache {
   constructor(options: CacheOptions) {
     this.#o = resolveCacheOptions(options)
     this.#client = this.#o.client
-    this.#readValue = valueReader(this.#client)
     this.#channel = busChannel(this.#o.prefix)
     this.#codec = new EntryCodec(this.#o.serializer, this.#o.l1Serialize, this.#events)
     this.#l1 = this.#o.l1MaxEntries > 0 ? new L1(this.#o.l1MaxEntries) : undefined
@@ -72,7 +69,6 @@ export class Cache {
     })
     this.#reads = new ReadThrough({
       client: this.#client,
-      readValue: this.#readValue,
       options: this.#o,
       id: this.#id,
       channel: this.#channel,
@@ -154,7 +150,7 @@ export class Cache {
     const mark = this.#l1?.mark() ?? 0
     let raw: string | null
     try {
-      raw = await this.#readValue(valueKey(this.#o.prefix, key))
+      raw = await this.#client.read(valueKey(this.#o.prefix, key))
     } catch (err) {
       throw new CacheUnavailableError(key, 'get', { cause: err })
     }
@@ -214,8 +210,8 @@ export class Cache {
     if (typeof keyPrefix !== 'string') throw new InvalidOptionError('keyPrefix', 'must be a string.')
     this.#l1?.invalidatePrefix(keyPrefix)
     try {
-      const deleted = await deleteByPattern(this.#client, { match: entryPattern(this.#o.prefix, keyPrefix) })
-      await this.#client.publish(this.#channel, busMessage('p', this.#id, keyPrefix))
+      const deleted = await deleteMatching(this.#client, { match: entryPattern(this.#o.prefix, keyPrefix) })
+      await this.#client.send('publish', [this.#channel, busMessage('p', this.#id, keyPrefix)])
       return deleted
     } catch (err) {
       throw new CacheUnavailableError(undefined, 'invalidatePrefix', { cause: err })

@@ -9,7 +9,7 @@ import {
   CacheSerializeError,
   CacheUnavailableError,
 } from '../errors.js'
-import type { RedisClient } from '../redis/lua-script.js'
+import type { RedisPort } from '../redis/port.js'
 import { busMessage } from './bus.js'
 import type { CacheEmitter } from './cache-events.js'
 import { type EntryKeys, entryKeys, valueKey } from './cache-keys.js'
@@ -17,7 +17,6 @@ import type { ResolvedCacheOptions, ResolvedEntryOptions } from './cache-options
 import type { EntryCodec, Found } from './entry-codec.js'
 import { fetchOrLease, keepLease, releaseLease, shouldRefreshEarly, writeEntry } from './stampede.js'
 import { settleWithin, sleepUnless } from './timeouts.js'
-import type { ReadValue } from './value-reader.js'
 import type { Waiters } from './waiters.js'
 
 export interface LoaderContext<T> {
@@ -33,9 +32,7 @@ export type Loader<T> = (context: LoaderContext<T>) => T | undefined | Promise<T
 
 /** What the read path needs from the cache that owns it. */
 export interface ReadThroughContext {
-  readonly client: RedisClient
-  /** The GET of a hit (value-reader.ts). */
-  readonly readValue: ReadValue
+  readonly client: RedisPort
   readonly options: ResolvedCacheOptions
   /** Instance id: in lease tokens and bus messages. */
   readonly id: string
@@ -80,7 +77,7 @@ export class ReadThrough {
     const deadline = Date.now() + opts.hardTimeoutMs
     const prefix = this.#c.options.prefix
     const mark = this.#c.l1Mark()
-    return this.#c.readValue(valueKey(prefix, key)).then(
+    return this.#c.client.read(valueKey(prefix, key)).then(
       (raw) => {
         const found = raw === null ? undefined : this.#c.codec.decode<T>(key, raw)
         const now = Date.now()

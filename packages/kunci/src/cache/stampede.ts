@@ -13,7 +13,9 @@
  *      holder died, its lease expires and the next cache-fetch hands the lease to a waiter.
  */
 import { UnexpectedReplyError } from '../errors.js'
-import { loadScript, type RedisClient, runScript } from '../redis/lua-script.js'
+import { loadScript } from '../redis/lua-script.js'
+import type { RedisPort } from '../redis/port.js'
+import { runScript } from '../redis/script.js'
 import type { EntryKeys } from './cache-keys.js'
 
 const FETCH = loadScript(new URL('./scripts/cache-fetch.lua', import.meta.url))
@@ -37,7 +39,7 @@ const FETCH_STATUS: readonly FetchStatus[] = ['fresh', 'leased', 'held']
 
 /** cache-fetch; `seenExpiresAt` is '' for a read that needs a value. */
 export async function fetchOrLease(
-  client: RedisClient,
+  client: RedisPort,
   keys: EntryKeys,
   token: string,
   leaseTtlMs: number,
@@ -61,7 +63,7 @@ export async function fetchOrLease(
 
 /** cache-write; resolves `false` when the lease was no longer `token`'s and nothing was written. */
 export async function writeEntry(
-  client: RedisClient,
+  client: RedisPort,
   keys: EntryKeys,
   raw: string,
   physicalTtlMs: number,
@@ -79,7 +81,7 @@ export async function writeEntry(
 }
 
 export async function releaseLease(
-  client: RedisClient,
+  client: RedisPort,
   keys: EntryKeys,
   token: string,
   channel: string,
@@ -89,7 +91,7 @@ export async function releaseLease(
 }
 
 export async function extendLease(
-  client: RedisClient,
+  client: RedisPort,
   keys: EntryKeys,
   token: string,
   leaseTtlMs: number,
@@ -99,7 +101,7 @@ export async function extendLease(
 
 /** cache-delete; resolves whether a value existed. */
 export async function deleteEntry(
-  client: RedisClient,
+  client: RedisPort,
   keys: EntryKeys,
   channel: string,
   message: string,
@@ -125,7 +127,7 @@ function expectFlag(script: string, reply: unknown): boolean {
  * but its write will be refused if another process has taken the lease meanwhile.
  */
 export function keepLease(
-  client: RedisClient,
+  client: RedisPort,
   keys: EntryKeys,
   token: string,
   leaseTtlMs: number,

@@ -10,10 +10,10 @@
  * from a master not yet scanned to one already scanned can be missed: run the scan again after
  * the migration if that matters.
  */
-import type { Cluster, Redis } from 'ioredis'
 import { InvalidOptionError } from '../errors.js'
-import { type KunciClient, toRedisClient } from '../redis/client.js'
-import type { RedisClient } from '../redis/lua-script.js'
+import { boolean, integer, number, signal, string } from '../options.js'
+import { type KunciClient, toRedisPort } from '../redis/client.js'
+import type { ClusterView, NodeConn, RedisPort } from '../redis/port.js'
 import { groupBySlot } from './hash-tag.js'
 import { SLOT_COUNT } from './slot.js'
 
@@ -78,26 +78,19 @@ interface ResolvedDeleteOptions extends ResolvedScanOptions {
 
 /** Merges `input` over the defaults and range-checks it; throws `InvalidOptionError` at once. */
 export function resolveScanOptions(input: ScanOptions = {}): ResolvedScanOptions {
-  const match = input.match ?? DEFAULT_SCAN_OPTIONS.match
-  if (typeof match !== 'string' || match.length === 0) {
-    throw new InvalidOptionError('match', 'must be a non-empty glob pattern; use "*" to match every key.')
+  const d = DEFAULT_SCAN_OPTIONS
+  return {
+    match: string('match', input.match ?? d.match, {
+      nonEmpty: true,
+      hint: 'a glob pattern; use "*" to match every key',
+    }),
+    count: integer('count', input.count ?? d.count, { min: 1, max: MAX_SCAN_COUNT }),
+    failoverTimeoutMs: number('failoverTimeoutMs', input.failoverTimeoutMs ?? d.failoverTimeoutMs, {
+      min: 0,
+      infinity: true,
+    }),
+    signal: signal('signal', input.signal),
   }
-  const count = input.count ?? DEFAULT_SCAN_OPTIONS.count
-  if (!Number.isInteger(count) || count < 1 || count > MAX_SCAN_COUNT) {
-    throw new InvalidOptionError('count', `must be an integer from 1 to ${MAX_SCAN_COUNT}, got ${count}.`)
-  }
-  const failoverTimeoutMs = input.failoverTimeoutMs ?? DEFAULT_SCAN_OPTIONS.failoverTimeoutMs
-  if (typeof failoverTimeoutMs !== 'number' || Number.isNaN(failoverTimeoutMs) || failoverTimeoutMs < 0) {
-    throw new InvalidOptionError(
-      'failoverTimeoutMs',
-      `must be a number of milliseconds >= 0 (Infinity to retry forever), got ${failoverTimeoutMs}.`,
-    )
-  }
-  const signal = input.signal
-  if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw new InvalidOptionError('signal', 'must be an AbortSignal or undefined.')
-  }
-  return { match, count, failoverTimeoutMs, signal }
 }
 
 /** The same resolver for `deleteByPattern`, which also requires `match` and reads `unlink`. */
@@ -108,10 +101,7 @@ export function resolveDeleteByPatternOptions(input: DeleteByPatternOptions): Re
       'deleteByPattern needs an explicit pattern, e.g. escapeGlob(prefix) + "*" (or "*" to delete every key).',
     )
   }
-  const unlink = input.unlink ?? DEFAULT_DELETE_BY_PATTERN_OPTIONS.unlink
-  if (typeof unlink !== 'boolean') {
-    throw new InvalidOptionError('unlink', `must be true (UNLINK) or false (DEL), got ${String(unlink)}.`)
-  }
+  const unlink = boolean('unlink', input.unlink ?? DEFAULT_DELETE_BY_PATTERN_OPTIONS.unlink)
   return { ...resolveScanOptions(input), unlink }
 }
 
@@ -134,12 +124,8 @@ export function escapeGlob(text: string): string {
  */
 export async function* scanKeys(given: KunciClient, options: ScanOptions = {}): AsyncGenerator<string[]> {
   const opts = resolveScanOptions(options)
-  const client = toRedisClient(given, 'client')
-  for await (const batch of scanBatches(client, opts, (node, cursor) =>
-    node.scan(cursor, 'MATCH', opts.match, 'COUNT', opts.count),
-  )) {
-    yield batch
-  }
+  const port = toRedisPort(given, 'client')
+  for await (const batch of scanBatches<string>(port, opts, false)) yield batch
 }
 
 /**
@@ -148,7 +134,7 @@ export async function* scanKeys(given: KunciClient, options: ScanOptions = {}): 
  * found twice is counted once, since the second UNLINK deletes nothing).
  *
  * On a Cluster each batch is split by slot and sent as one UNLINK per slot, because a multi-key
- * command across slots fails with CROSSSLOT; ioredis routes each to its master and follows
+ * command across slots fails with CROSSSLOT; the client routes each to its master and follows
  * MOVED/ASK. Keys created during the call may survive it: it is not a snapshot.
  *
  * @throws InvalidOptionError when `match` is missing or the client has a `keyPrefix` (SCAN
@@ -156,54 +142,63 @@ export async function* scanKeys(given: KunciClient, options: ScanOptions = {}): 
  */
 export async function deleteByPattern(given: KunciClient, options: DeleteByPatternOptions): Promise<number> {
   const opts = resolveDeleteByPatternOptions(options)
-  const client = toRedisClient(given, 'client')
-  const keyPrefix = (client.options as { keyPrefix?: string }).keyPrefix
-  if (keyPrefix) {
+  return deleteMatching(toRedisPort(given, 'client'), opts)
+}
+
+/** deleteByPattern on a port, for the cache's invalidatePrefix. */
+export async function deleteMatching(port: RedisPort, options: DeleteByPatternOptions): Promise<number> {
+  const opts = resolveDeleteByPatternOptions(options)
+  if (port.keyPrefix) {
     throw new InvalidOptionError(
       'client',
-      `deleteByPattern cannot use a client with keyPrefix "${keyPrefix}": SCAN returns prefixed names ` +
+      `deleteByPattern cannot use a client with keyPrefix "${port.keyPrefix}": SCAN returns prefixed names ` +
         'that ioredis would prefix again. Pass a client without keyPrefix and put the prefix in match.',
     )
   }
-  const batches = scanBatches(client, opts, (node, cursor) =>
-    node.scanBuffer(cursor, 'MATCH', opts.match, 'COUNT', opts.count),
-  )
   let deleted = 0
-  for await (const keys of batches) {
-    if (!client.isCluster) {
-      deleted += await removeKeys(client, keys, opts.unlink)
+  for await (const keys of scanBatches<Buffer>(port, opts, true)) {
+    if (port.cluster === undefined) {
+      deleted += await removeKeys(port, keys, opts.unlink)
       continue
     }
     const replies = await Promise.all(
-      Array.from(groupBySlot(keys).values(), (group) => removeKeys(client, group, opts.unlink)),
+      Array.from(groupBySlot(keys).values(), (group) => removeKeys(port, group, opts.unlink)),
     )
     for (const n of replies) deleted += n
   }
   return deleted
 }
 
-function removeKeys(client: RedisClient, keys: Buffer[], unlink: boolean): Promise<number> {
-  return unlink ? client.unlink(...keys) : client.del(...keys)
+async function removeKeys(port: RedisPort, keys: Buffer[], unlink: boolean): Promise<number> {
+  return Number(await port.send(unlink ? 'unlink' : 'del', keys, { key: keys[0] }))
 }
 
-/** One SCAN call on one node; the cursor is returned as a string ('0' when the walk is done). */
-type ScanCall<K> = (node: Redis, cursor: string) => Promise<[cursor: string | Buffer, keys: K[]]>
+/** What scanning needs of a node: its commands. */
+type Scannable = Pick<NodeConn, 'send'>
 
 async function* scanBatches<K>(
-  client: RedisClient,
+  port: RedisPort,
   opts: ResolvedScanOptions,
-  scan: ScanCall<K>,
+  binary: boolean,
 ): AsyncGenerator<K[]> {
   opts.signal?.throwIfAborted()
-  if (client.isCluster) yield* scanCluster(client as Cluster, opts, scan)
-  else yield* scanNode(client as Redis, opts, scan)
+  if (port.cluster) yield* scanCluster<K>(port.cluster, opts, binary)
+  else yield* scanNode<K>(port, opts, binary)
 }
 
-async function* scanNode<K>(node: Redis, opts: ResolvedScanOptions, scan: ScanCall<K>): AsyncGenerator<K[]> {
+async function* scanNode<K>(
+  node: Scannable,
+  opts: ResolvedScanOptions,
+  binary: boolean,
+): AsyncGenerator<K[]> {
   let cursor = '0'
   do {
     opts.signal?.throwIfAborted()
-    const [next, keys] = await abortable(scan(node, cursor), opts.signal)
+    const reply = await abortable(
+      node.send('scan', [cursor, 'MATCH', opts.match, 'COUNT', opts.count], { binary }),
+      opts.signal,
+    )
+    const [next, keys] = reply as [string | Buffer, K[]]
     cursor = next.toString()
     if (keys.length > 0) yield keys
   } while (cursor !== '0')
@@ -217,11 +212,11 @@ async function* scanNode<K>(node: Redis, opts: ResolvedScanOptions, scan: ScanCa
  * finished does not repeat its keys.
  */
 async function* scanCluster<K>(
-  cluster: Cluster,
+  cluster: ClusterView,
   opts: ResolvedScanOptions,
-  scan: ScanCall<K>,
+  binary: boolean,
 ): AsyncGenerator<K[]> {
-  if (cluster.status !== 'ready') await cluster.ping() // connects a lazy client and loads the slot table
+  await cluster.whenReady()
   const covered = new Uint8Array(SLOT_COUNT)
   let failingSince: number | undefined
   let attempt = 0
@@ -230,11 +225,11 @@ async function* scanCluster<K>(
     const pending = [...slotsByMaster(cluster)].filter(([, slots]) => slots.some((s) => covered[s] === 0))
     if (pending.length === 0) return
     let failure: unknown
-    for (const [nodeKey, slots] of pending) {
-      const node = cluster.nodes('master').find((n) => nodeKeyOf(n) === nodeKey)
+    for (const [address, slots] of pending) {
+      const node = cluster.masters().find((n) => n.address === address)
       try {
-        if (!node) throw new Error(`master ${nodeKey} is in the slot table but has no connection yet`)
-        yield* scanNode(node, opts, scan)
+        if (!node) throw new Error(`master ${address} is in the slot table but has no connection yet`)
+        yield* scanNode<K>(node, opts, binary)
       } catch (err) {
         if (opts.signal?.aborted) throw err
         failure = err
@@ -248,31 +243,21 @@ async function* scanCluster<K>(
     failingSince ??= Date.now()
     if (Date.now() - failingSince >= opts.failoverTimeoutMs) throw failure
     await sleep(Math.min(50 * 2 ** attempt++, 1000), opts.signal)
-    await refreshSlots(cluster)
+    await cluster.refresh()
   }
 }
 
-/** Master node key (`host:port`, as ioredis names its connections) → the slots it serves. */
-function slotsByMaster(cluster: Cluster): Map<string, number[]> {
+/** Master address (`host:port`, as the slot table names it) → the slots it serves. */
+function slotsByMaster(cluster: ClusterView): Map<string, number[]> {
   const owners = new Map<string, number[]>()
-  const table = cluster.slots
   for (let slot = 0; slot < SLOT_COUNT; slot++) {
-    const master = table[slot]?.[0]
+    const master = cluster.ownerOf(slot)
     if (master === undefined) continue
     const slots = owners.get(master)
     if (slots) slots.push(slot)
     else owners.set(master, [slot])
   }
   return owners
-}
-
-function nodeKeyOf(node: Redis): string {
-  return `${node.options.host}:${node.options.port}`
-}
-
-function refreshSlots(cluster: Cluster): Promise<void> {
-  // A failed refresh is not fatal here: the next SCAN fails again and the deadline decides.
-  return new Promise((resolve) => cluster.refreshSlotsCache(() => resolve()))
 }
 
 /**

@@ -1,6 +1,7 @@
 import { InvalidOptionError, UnexpectedReplyError } from '../errors.js'
-import { type KunciClient, toRedisClient } from '../redis/client.js'
-import { loadScript, runScript } from '../redis/lua-script.js'
+import { type KunciClient, toRedisPort } from '../redis/client.js'
+import { loadScript } from '../redis/lua-script.js'
+import { runScript } from '../redis/script.js'
 
 const FENCED_WRITE = loadScript(new URL('./scripts/fenced-write.lua', import.meta.url))
 
@@ -27,8 +28,7 @@ export async function fencedWrite(
     throw new InvalidOptionError('fence', 'expected a lock fencing token')
   if (typeof value !== 'string')
     throw new InvalidOptionError('value', 'expected a string (serialise it first)')
-  const client = toRedisClient(given, 'client')
-  const reply = await runScript(client, FENCED_WRITE, [key], [fence, value])
+  const reply = await runScript(toRedisPort(given, 'client'), FENCED_WRITE, [key], [fence, value])
   if (!Array.isArray(reply) || reply.length !== 2) throw new UnexpectedReplyError('fenced-write', reply)
   return { applied: reply[0] === 1, fence: Number(reply[1]) }
 }
@@ -38,8 +38,9 @@ export async function readFenced(
   given: KunciClient,
   key: string,
 ): Promise<{ value: string; fence: number } | undefined> {
-  const client = toRedisClient(given, 'client')
-  const [value, fence] = await client.hmget(key, 'value', 'fence')
+  const reply = await toRedisPort(given, 'client').send('hmget', [key, 'value', 'fence'], { key })
+  if (!Array.isArray(reply) || reply.length !== 2) throw new UnexpectedReplyError('hmget', reply)
+  const [value, fence] = reply as [string | null, string | null]
   if (value === null || value === undefined) return undefined
   return { value, fence: Number(fence ?? 0) }
 }

@@ -1,4 +1,5 @@
 import { InvalidOptionError } from '../errors.js'
+import { func, integer, number, oneOf, signal, string } from '../options.js'
 
 /** The durability a deployment promises for lock and fence keys; nodes weaker than this are warned about. */
 export type PersistenceProfile = 'always' | 'everysec' | 'none'
@@ -107,45 +108,22 @@ export interface ResolvedAcquireOptions {
   readonly driftMs: number
 }
 
-function int(name: string, v: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw new InvalidOptionError(name, `expected an integer between ${min} and ${max}, got ${String(v)}`)
-  }
-  return v
-}
-function num(name: string, v: unknown, min: number, allowInfinity = false): number {
-  if (typeof v !== 'number' || Number.isNaN(v) || v < min || (!allowInfinity && !Number.isFinite(v))) {
-    throw new InvalidOptionError(
-      name,
-      `expected a number >= ${min}${allowInfinity ? ' (or Infinity)' : ''}, got ${String(v)}`,
-    )
-  }
-  return v
-}
-
 export function resolveManagerOptions(input: LockManagerOptions): ResolvedManagerOptions {
   const d = DEFAULT_LOCK_OPTIONS
-  const nodeTimeoutMs = int('nodeTimeoutMs', input.nodeTimeoutMs ?? d.nodeTimeoutMs, 1)
-  const driftFactor = num('driftFactor', input.driftFactor ?? d.driftFactor, 0)
-  if (driftFactor >= 1) throw new InvalidOptionError('driftFactor', `must be below 1, got ${driftFactor}`)
-  const driftConstantMs = num('driftConstantMs', input.driftConstantMs ?? d.driftConstantMs, 0)
-  const maxTtlMs = int('maxTtlMs', input.maxTtlMs ?? d.maxTtlMs, 1)
-  const persistence = input.persistence ?? d.persistence
-  if (!['always', 'everysec', 'none'].includes(persistence)) {
-    throw new InvalidOptionError(
-      'persistence',
-      `expected 'always', 'everysec' or 'none', got ${String(persistence)}`,
-    )
-  }
-  const prefix = input.prefix ?? d.prefix
-  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
-    throw new InvalidOptionError(
-      'prefix',
-      'expected a string without "{" or "}" (the resource is the hash tag)',
-    )
-  }
-  const onWarning = input.onWarning ?? defaultWarning
-  if (typeof onWarning !== 'function') throw new InvalidOptionError('onWarning', 'expected a function')
+  const nodeTimeoutMs = integer('nodeTimeoutMs', input.nodeTimeoutMs ?? d.nodeTimeoutMs, { min: 1 })
+  const driftFactor = number('driftFactor', input.driftFactor ?? d.driftFactor, { min: 0, below: 1 })
+  const driftConstantMs = number('driftConstantMs', input.driftConstantMs ?? d.driftConstantMs, { min: 0 })
+  const maxTtlMs = integer('maxTtlMs', input.maxTtlMs ?? d.maxTtlMs, { min: 1 })
+  const persistence = oneOf<PersistenceProfile>('persistence', input.persistence ?? d.persistence, [
+    'always',
+    'everysec',
+    'none',
+  ])
+  const prefix = string('prefix', input.prefix ?? d.prefix, {
+    forbidden: /[{}]/,
+    hint: 'without "{" or "}" (the resource is the hash tag)',
+  })
+  const onWarning = func<(w: KunciWarning) => void>('onWarning', input.onWarning ?? defaultWarning)
   const base = {
     nodeTimeoutMs,
     driftFactor,
@@ -154,7 +132,7 @@ export function resolveManagerOptions(input: LockManagerOptions): ResolvedManage
     quarantine: input.quarantine ?? d.quarantine,
     persistence,
     prefix,
-    maxLocalHandoffs: int('maxLocalHandoffs', input.maxLocalHandoffs ?? d.maxLocalHandoffs, 0),
+    maxLocalHandoffs: integer('maxLocalHandoffs', input.maxLocalHandoffs ?? d.maxLocalHandoffs, { min: 0 }),
     onWarning,
   }
   // Without an explicit ttlMs, a small maxTtlMs caps the default instead of rejecting it.
@@ -172,7 +150,7 @@ export function resolveAcquireOptions(
   manager: Omit<ResolvedManagerOptions, 'acquire'> & { acquire?: ResolvedAcquireOptions },
 ): ResolvedAcquireOptions {
   const base = manager.acquire ?? DEFAULT_LOCK_OPTIONS
-  const ttlMs = int('ttlMs', input.ttlMs ?? base.ttlMs, 1)
+  const ttlMs = integer('ttlMs', input.ttlMs ?? base.ttlMs, { min: 1 })
   if (ttlMs > manager.maxTtlMs) {
     throw new InvalidOptionError(
       'ttlMs',
@@ -188,18 +166,15 @@ export function resolveAcquireOptions(
         `(ttl × driftFactor + driftConstantMs); use a ttlMs well above it, e.g. ${Math.max(100, Math.ceil(10 * driftMs))}`,
     )
   }
-  const retryCount = int('retryCount', input.retryCount ?? base.retryCount, 0)
-  const retryDelayMs = int('retryDelayMs', input.retryDelayMs ?? base.retryDelayMs, 0)
-  const retryJitterMs = int('retryJitterMs', input.retryJitterMs ?? base.retryJitterMs, 0)
-  const acquireTimeoutMs = num(
+  const retryCount = integer('retryCount', input.retryCount ?? base.retryCount, { min: 0 })
+  const retryDelayMs = integer('retryDelayMs', input.retryDelayMs ?? base.retryDelayMs, { min: 0 })
+  const retryJitterMs = integer('retryJitterMs', input.retryJitterMs ?? base.retryJitterMs, { min: 0 })
+  const acquireTimeoutMs = number(
     'acquireTimeoutMs',
     input.acquireTimeoutMs ?? (retryCount + 1) * (retryDelayMs + retryJitterMs) + manager.nodeTimeoutMs,
-    0,
-    true,
+    { min: 0, infinity: true },
   )
-  if (input.signal !== undefined && !(input.signal instanceof AbortSignal)) {
-    throw new InvalidOptionError('signal', 'expected an AbortSignal')
-  }
+  signal('signal', input.signal)
   return { ttlMs, retryCount, retryDelayMs, retryJitterMs, acquireTimeoutMs, driftMs }
 }
 
@@ -207,11 +182,14 @@ export function resolveUsingLimits(
   input: UsingOptions,
   ttlMs: number,
 ): { extendBeforeMs: number; maxHoldMs: number } {
-  const extendBeforeMs = int('extendBeforeMs', input.extendBeforeMs ?? Math.ceil(ttlMs / 2), 1)
+  const extendBeforeMs = integer('extendBeforeMs', input.extendBeforeMs ?? Math.ceil(ttlMs / 2), { min: 1 })
   if (extendBeforeMs >= ttlMs) {
     throw new InvalidOptionError('extendBeforeMs', `must be below ttlMs (${ttlMs}), got ${extendBeforeMs}`)
   }
-  const maxHoldMs = num('maxHoldMs', input.maxHoldMs ?? DEFAULT_LOCK_OPTIONS.maxHoldMs, 1, true)
+  const maxHoldMs = number('maxHoldMs', input.maxHoldMs ?? DEFAULT_LOCK_OPTIONS.maxHoldMs, {
+    min: 1,
+    infinity: true,
+  })
   return { extendBeforeMs, maxHoldMs }
 }
 

@@ -1,7 +1,7 @@
 import { InvalidOptionError } from '../errors.js'
-import { toRedisClient } from '../redis/client.js'
+import { toRedisPort } from '../redis/client.js'
 import { lockKeys } from '../redis/keys.js'
-import { isClusterClient, type RedisClient } from '../redis/lua-script.js'
+import type { RedisPort } from '../redis/port.js'
 import type { LockTarget } from './node-ops.js'
 
 /** Validates the resources of one acquisition and builds their keys once. */
@@ -13,6 +13,7 @@ export function buildTarget(prefix: string, resources: string | readonly string[
       resources: Object.freeze([resources]),
       acquireKeys: [k.lock, k.fence, k.queue],
       releaseKeys: [k.lock, k.queue],
+      extendKeys: [k.lock, k.fence],
       lockKeys: [k.lock],
     }
   }
@@ -23,6 +24,7 @@ export function buildTarget(prefix: string, resources: string | readonly string[
   const seen = new Set<string>()
   const acquireKeys: string[] = []
   const releaseKeys: string[] = []
+  const extendKeys: string[] = []
   const lockKeyList: string[] = []
   for (const r of list) {
     if (typeof r !== 'string' || r.length === 0) {
@@ -33,16 +35,23 @@ export function buildTarget(prefix: string, resources: string | readonly string[
     const k = lockKeys(prefix, r)
     acquireKeys.push(k.lock, k.fence, k.queue)
     releaseKeys.push(k.lock, k.queue)
+    extendKeys.push(k.lock, k.fence)
     lockKeyList.push(k.lock)
   }
-  return { resources: Object.freeze([...list]), acquireKeys, releaseKeys, lockKeys: lockKeyList }
+  return {
+    resources: Object.freeze([...list]),
+    acquireKeys,
+    releaseKeys,
+    extendKeys,
+    lockKeys: lockKeyList,
+  }
 }
 
 /**
  * Rejects an empty client list, non-clients, and two clients for one node; returns the clients
- * as the internals use them (node-redis ones wrapped, see redis/client.ts).
+ * as the internals use them: their ports (redis/client.ts).
  */
-export function resolveClients(clients: unknown): RedisClient[] {
+export function resolveClients(clients: unknown): RedisPort[] {
   if (!Array.isArray(clients) || clients.length === 0) {
     throw new InvalidOptionError(
       'clients',
@@ -56,13 +65,9 @@ export function resolveClients(clients: unknown): RedisClient[] {
         'clients',
         `clients[${i}] is the same client as clients[${clients.indexOf(raw)}]`,
       )
-    const c = toRedisClient(raw, 'clients', `clients[${i}]`)
-    // Waiting needs a subscriber connection per node, made with duplicate().
-    if (typeof c.duplicate !== 'function')
-      throw new InvalidOptionError('clients', `clients[${i}] is not a client`)
-    if (!isClusterClient(c)) {
-      const o = c.options
-      const where = o.path ? o.path : `${o.host ?? 'localhost'}:${o.port ?? 6379}/${o.db ?? 0}`
+    const c = toRedisPort(raw, 'clients', `clients[${i}]`)
+    if (c.cluster === undefined) {
+      const where = c.identity
       const j = seen.get(where)
       if (j !== undefined) {
         throw new InvalidOptionError(

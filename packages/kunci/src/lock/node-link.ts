@@ -1,8 +1,9 @@
 import { keySlot } from '../cluster/slot.js'
 import { UnexpectedReplyError } from '../errors.js'
-import { isClusterClient, type LuaScript, type RedisClient, runScriptTo } from '../redis/lua-script.js'
-import { publishEvent, QUARANTINE_CHANNEL, WARNING_CHANNEL } from './events.js'
-import type { KunciWarning, PersistenceProfile } from './lock-options.js'
+import type { LuaScript } from '../redis/lua-script.js'
+import type { RedisPort } from '../redis/port.js'
+import { runScriptTo } from '../redis/script.js'
+import { NodeHealth, type NodeHealthOptions } from './node-health.js'
 
 interface Pending {
   readonly script: LuaScript
@@ -41,99 +42,63 @@ const MAX_BATCH = 256
  */
 export const SOLO_MAX_BATCH = 16
 
-export interface NodeLinkOptions {
-  readonly quarantine: boolean
-  readonly maxTtlMs: number
-  readonly persistence: PersistenceProfile
-  readonly nodeTimeoutMs: number
-  readonly onWarning: (warning: KunciWarning) => void
+export type NodeLinkOptions = NodeHealthOptions
+
+/** One request to a node: a script, its keys and arguments, and whether it carries a vote. */
+export interface NodeRequest {
+  readonly script: LuaScript
+  readonly keys: readonly string[]
+  readonly args: readonly (string | number)[]
+  /** An acquire or extend: rejected instead of sent if the node may not vote. @defaultValue false */
+  readonly vote?: boolean
 }
 
 /**
- * One Redis node as the lock manager sees it: its client, whether it may vote, and a batcher
- * that folds requests made in the same tick into one script call.
- *
- * Restarts are caught from the connection: ioredis emits `close` when the socket drops, which
- * bumps `incarnation` and stops the node voting until `INFO` on the new connection has been
- * read. A changed `run_id`, or an uptime below maxTtlMs, means the node may have lost locks it
- * granted, so it sits out (quarantine) until maxTtlMs after its start. A reply that arrives for
- * an older incarnation is not counted: ioredis may resend a command to the restarted server.
+ * One Redis node as the lock manager sees it: its port, its health (node-health.ts: restart
+ * check, quarantine, warnings), and a batcher that folds requests made in the same tick into one
+ * script call, keeping the order in which they were made.
  */
 export class NodeLink {
   readonly index: number
-  readonly client: RedisClient
+  readonly port: RedisPort
   readonly isCluster: boolean
-  #opts: NodeLinkOptions
-  #incarnation = 0
-  #verified = false
-  #verifying: Promise<void> | undefined
-  #quarantinedUntil = 0
-  #runId: string | undefined
-  #warnedRunId: string | undefined
+  readonly health: NodeHealth
   #queue: Pending[] = []
   #flushScheduled = false
   #flushAfterVerify = false
-  #closed = false
-  /** Scripts sent with SCRIPT LOAD on the current connection (see #preload). */
-  #loaded = new Set<string>()
-
   readonly #maxBatch: number
 
   /** `maxBatch`: most requests in one script call (MAX_BATCH, or SOLO_MAX_BATCH for one node). */
-  constructor(index: number, client: RedisClient, opts: NodeLinkOptions, maxBatch = MAX_BATCH) {
+  constructor(index: number, port: RedisPort, opts: NodeLinkOptions, maxBatch = MAX_BATCH) {
     this.index = index
     this.#maxBatch = maxBatch
-    this.client = client
-    this.isCluster = isClusterClient(client)
-    this.#opts = opts
-    client.on('close', this.#onClose)
-    client.on('ready', this.#onReady)
-    if (this.isCluster) {
-      // A cluster fails over to replicas instead of restarting empty; the client follows it.
-      this.#verified = true
-    } else if (client.status === 'ready') {
-      void this.#startVerify()
-    }
-  }
-
-  get incarnation(): number {
-    return this.#incarnation
+    this.port = port
+    this.isCluster = port.cluster !== undefined
+    this.health = new NodeHealth(index, port, opts)
   }
 
   /** May this node's answer count toward a quorum right now? */
   canVote(now = performance.now()): boolean {
-    return this.#verified && now >= this.#quarantinedUntil
-  }
-
-  /** Why the node cannot vote, for the per-node outcome. */
-  get quarantined(): boolean {
-    return this.#verified && performance.now() < this.#quarantinedUntil
-  }
-
-  /** Resolves once the node has been checked (or the check failed); used before the first vote. */
-  whenVerified(): Promise<void> | undefined {
-    if (this.#verified || this.#closed) return undefined
-    return this.#verifying ?? this.#startVerify()
+    return this.health.canVote(now)
   }
 
   /** Has INFO been read on the current connection? Until then requests wait in our queue. */
   get verified(): boolean {
-    return this.#verified
+    return this.health.verified
+  }
+
+  get quarantined(): boolean {
+    return this.health.quarantined
   }
 
   /**
    * Queues one request; requests queued in the same tick share a script call, and requests
-   * reach the node in the order they were made. With `vote`, the request is an acquire or
-   * extend: it is rejected instead of sent if the node turns out to be quarantined.
+   * reach the node in the order they were made. A vote-carrying request is rejected instead of
+   * sent if the node turns out to be quarantined.
    */
-  call(
-    script: LuaScript,
-    keys: readonly string[],
-    args: readonly (string | number)[],
-    vote = false,
-  ): Promise<unknown> {
+  call({ script, keys, args, vote = false }: NodeRequest): Promise<unknown> {
     return new Promise((resolve, reject) => {
-      this.#queue.push({ script, keys, args, vote, incarnation: this.#incarnation, resolve, reject })
+      this.#queue.push({ script, keys, args, vote, incarnation: this.health.incarnation, resolve, reject })
       if (!this.#flushScheduled) {
         this.#flushScheduled = true
         queueMicrotask(this.#flush)
@@ -142,127 +107,18 @@ export class NodeLink {
   }
 
   detach(): void {
-    this.#closed = true
-    this.client.off('close', this.#onClose)
-    this.client.off('ready', this.#onReady)
-  }
-
-  #onClose = (): void => {
-    this.#incarnation++
-    // The next connection may reach a restarted node, whose script cache is empty.
-    this.#loaded.clear()
-    if (!this.isCluster) this.#verified = false
-  }
-
-  #onReady = (): void => {
-    if (!this.isCluster) void this.#startVerify()
-  }
-
-  #startVerify(): Promise<void> {
-    const incarnation = this.#incarnation
-    const p = this.#verify(incarnation).finally(() => {
-      if (this.#verifying === p) this.#verifying = undefined
-    })
-    this.#verifying = p
-    return p
-  }
-
-  async #verify(incarnation: number): Promise<void> {
-    let info: string
-    try {
-      info = await withTimeout((this.client as import('ioredis').Redis).info(), this.#opts.nodeTimeoutMs * 5)
-    } catch {
-      return // stays unverified; the next `ready` or vote tries again
-    }
-    if (incarnation !== this.#incarnation || this.#closed) return
-    const fields = parseInfo(info)
-    const runId = fields.get('run_id')
-    const uptimeMs = Number(fields.get('uptime_in_seconds') ?? '0') * 1000
-    if (this.#opts.quarantine) {
-      const restarted = this.#runId !== undefined && runId !== this.#runId
-      // uptime has 1 s resolution and is rounded down: we may wait up to 1 s longer than needed.
-      const remaining = this.#opts.maxTtlMs - uptimeMs
-      if ((restarted || this.#runId === undefined) && remaining > 0) {
-        this.#quarantinedUntil = performance.now() + remaining
-        publishEvent(QUARANTINE_CHANNEL, { node: this.index, runId, restarted, quarantineMs: remaining })
-      }
-    }
-    this.#runId = runId
-    this.#verified = true
-    if (runId !== this.#warnedRunId) {
-      this.#warnedRunId = runId
-      this.#checkEviction(fields)
-      void this.#checkPersistence(fields)
-    }
-  }
-
-  /**
-   * Lock keys have a TTL, so every policy but `noeviction` may evict them when the node is full
-   * (`volatile-*` picks among keys with a TTL, `allkeys-*` among all): an evicted lock is a lock
-   * the node forgets while its holder works. With `noeviction` a full node answers OOM, a failed
-   * vote. Read from INFO (memory section), which the restart check reads anyway: no round trip.
-   */
-  #checkEviction(fields: Map<string, string>): void {
-    const policy = fields.get('maxmemory_policy')
-    const maxmemory = Number(fields.get('maxmemory') ?? '0')
-    // maxmemory 0: no limit, nothing is ever evicted whatever the policy says.
-    if (policy === undefined || policy === 'noeviction' || !(maxmemory > 0)) return
-    this.#warn({
-      code: 'KUNCI_W_EVICTION',
-      node: this.index,
-      message:
-        `kunci: node ${this.index} runs with maxmemory ${maxmemory} and maxmemory-policy ${policy}: ` +
-        'when it is full it can evict lock keys (they have a TTL), and a lock it forgets can be granted twice. ' +
-        "Set 'maxmemory-policy noeviction' on lock nodes (a full node then refuses its vote), and keep caches on other instances.",
-    })
-  }
-
-  async #checkPersistence(fields: Map<string, string>): Promise<void> {
-    const want = this.#opts.persistence
-    if (want === 'none') return
-    const aof = fields.get('aof_enabled') === '1'
-    let fsync: string | undefined
-    if (aof) {
-      try {
-        const reply = (await (this.client as import('ioredis').Redis).config(
-          'GET',
-          'appendfsync',
-        )) as string[]
-        fsync = reply[1]
-      } catch (err) {
-        this.#warn({
-          code: 'KUNCI_W_CONFIG_UNREADABLE',
-          node: this.index,
-          message: `kunci: node ${this.index}: cannot read appendfsync (${(err as Error).message}); assuming it is weaker than '${want}'.`,
-        })
-      }
-    }
-    const strongEnough = aof && (fsync === 'always' || (want === 'everysec' && fsync === 'everysec'))
-    if (!strongEnough) {
-      this.#warn({
-        code: 'KUNCI_W_PERSISTENCE',
-        node: this.index,
-        message:
-          `kunci: node ${this.index} runs with ${aof ? `appendfsync ${fsync ?? 'unknown'}` : 'AOF disabled'}, ` +
-          `weaker than the '${want}' profile: after a crash it can forget locks and fencing tokens. ` +
-          `Enable 'appendonly yes' + 'appendfsync ${want}', or keep restart quarantine on (the default).`,
-      })
-    }
-  }
-
-  #warn(w: KunciWarning): void {
-    publishEvent(WARNING_CHANNEL, w)
-    this.#opts.onWarning(w)
+    this.health.detach()
   }
 
   #flush = (): void => {
     this.#flushScheduled = false
-    if (!this.#verified && !this.#closed) {
+    const health = this.health
+    if (!health.verified && !health.closed) {
       // Hold everything until we know whether the node restarted; a hold keeps call order,
       // so a release can never overtake the acquire it cleans up after.
       if (!this.#flushAfterVerify) {
         this.#flushAfterVerify = true
-        const v = this.#verifying ?? this.#startVerify()
+        const v = health.whenVerified() ?? Promise.resolve()
         void v.finally(() => {
           this.#flushAfterVerify = false
           this.#drain()
@@ -343,9 +199,8 @@ export class NodeLink {
     }
     const width = script.replyWidth
     const decode = batch.length === 1 ? script.decodeLone : undefined
-    this.#preload(script)
     runScriptTo(
-      this.client,
+      this.port,
       script,
       keys,
       args,
@@ -370,7 +225,7 @@ export class NodeLink {
           // The node may have restarted since the vote was asked for (ioredis resends commands
           // after a reconnect): such a vote is not counted, but the value is still passed on
           // so that a late grant can be cleaned up.
-          if (p.vote && p.incarnation !== this.#incarnation) p.reject(new StaleVoteError(value))
+          if (p.vote && p.incarnation !== this.health.incarnation) p.reject(new StaleVoteError(value))
           else p.resolve(value)
         }
       },
@@ -379,45 +234,4 @@ export class NodeLink {
       },
     )
   }
-
-  /**
-   * Sends SCRIPT LOAD ahead of a script's first EVALSHA on this connection. Without it the first
-   * use answers NOSCRIPT and is re-sent as EVAL a round trip later, after calls made behind it
-   * whose scripts were cached: a release could then run on a node before the hand-over it
-   * follows, and that node would keep the released lock for its whole TTL. Commands on one
-   * connection run in order, so the load needs no round trip of its own. Not on a Cluster
-   * client (it would send SCRIPT LOAD to one node, not the key's): there a first use still
-   * falls back to EVAL. A SCRIPT FLUSH on a live connection is not seen either.
-   */
-  #preload(script: LuaScript): void {
-    if (this.isCluster || this.#loaded.has(script.sha)) return
-    this.#loaded.add(script.sha)
-    // A failed load only costs the EVAL fallback.
-    ;(this.client as import('ioredis').Redis).script('LOAD', script.source).catch(() => {})
-  }
-}
-
-function parseInfo(info: string): Map<string, string> {
-  const out = new Map<string, string>()
-  for (const line of info.split('\r\n')) {
-    const i = line.indexOf(':')
-    if (i > 0) out.set(line.slice(0, i), line.slice(i + 1))
-  }
-  return out
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms)
-    p.then(
-      (v) => {
-        clearTimeout(t)
-        resolve(v)
-      },
-      (e) => {
-        clearTimeout(t)
-        reject(e)
-      },
-    )
-  })
 }

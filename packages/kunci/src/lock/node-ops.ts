@@ -5,6 +5,20 @@ import type { FenceClock } from './fence-clock.js'
 import { type NodeLink, StaleVoteError } from './node-link.js'
 import { gather, type Outcome } from './quorum.js'
 import { randomToken } from './tokens.js'
+import { NO_VOTES, type VoteRules, voteOf, votesOf } from './votes.js'
+
+/** acquire.lua's per-request status (the first of its three reply values). */
+export const Acquire = Object.freeze({
+  /** Held by another token; the second value is its remaining TTL. */
+  HELD: 0,
+  /** Granted with the proposed fence. */
+  GRANTED: 1,
+  /** The proposal was not above the fence stored there (the second value). */
+  FENCED: 2,
+  /** A hand-over gave way to other processes' waiters: prev released. */
+  YIELDED: 3,
+} as const)
+export type AcquireStatus = (typeof Acquire)[keyof typeof Acquire]
 
 const ACQUIRE = loadScript(new URL('./scripts/acquire.lua', import.meta.url), { replyWidth: 3 })
 const RELEASE = loadScript(new URL('./scripts/release.lua', import.meta.url))
@@ -21,7 +35,13 @@ const ACQUIRE_ONE = loadScript(new URL('./scripts/acquire-one.lua', import.meta.
   },
   // fence (granted), -(pttl + 3) (held) or the fenced triple: see acquire-one.lua.
   decodeLone: (r) =>
-    typeof r === 'number' ? (r > 0 ? [1, r, 0] : [0, -r - 3, 0]) : Array.isArray(r) ? r : undefined,
+    typeof r === 'number'
+      ? r > 0
+        ? [Acquire.GRANTED, r, 0]
+        : [Acquire.HELD, -r - 3, 0]
+      : Array.isArray(r)
+        ? r
+        : undefined,
 })
 const RELEASE_ONE = loadScript(new URL('./scripts/release-one.lua', import.meta.url), {
   batchAs: { script: RELEASE, pack: (a) => [a[0]!, 1] },
@@ -45,7 +65,9 @@ export interface LockTarget {
   readonly acquireKeys: readonly string[]
   /** lock and queue key of each resource: what release.lua takes. */
   readonly releaseKeys: readonly string[]
-  /** The lock keys alone: what release.lua and extend.lua take, and the release channels. */
+  /** lock and fence key of each resource: what extend.lua takes. */
+  readonly extendKeys: readonly string[]
+  /** The lock keys alone: the release channels, and what the batches count by. */
   readonly lockKeys: readonly string[]
 }
 
@@ -69,7 +91,9 @@ export type AttemptResult =
     }
 
 /** status, pttl or fence, resources on which prev was held: see acquire.lua. */
-type AcquireReply = [number, number, number]
+type AcquireReply = [AcquireStatus, number, number]
+
+const statusOf = (v: unknown): AcquireStatus => (v as AcquireReply)[0]
 
 /**
  * One acquisition attempt on all nodes at once: the same random token and the same fencing
@@ -79,6 +103,10 @@ type AcquireReply = [number, number, number]
  * holder `prev` in the same round trip (release + acquire in one script call).
  */
 export interface AttemptOptions {
+  readonly target: LockTarget
+  readonly ttlMs: number
+  /** The drift allowance subtracted from the validity (ttl × driftFactor + driftConstantMs). */
+  readonly driftMs: number
   /** Hand over from this holder token (same process), in the round trip of its release. */
   readonly prev?: string
   /** With prev: give way if clients of other processes wait. */
@@ -87,13 +115,8 @@ export interface AttemptOptions {
   readonly waiter?: { readonly id: string; readonly since: number; readonly queued: boolean }
 }
 
-export async function attemptAcquire(
-  nodes: Nodes,
-  target: LockTarget,
-  ttlMs: number,
-  driftMs: number,
-  options: AttemptOptions = {},
-): Promise<AttemptResult> {
+export async function attemptAcquire(nodes: Nodes, options: AttemptOptions): Promise<AttemptResult> {
+  const { target, ttlMs, driftMs } = options
   const { links, quorum } = nodes
   const n = links.length
   const prev = options.prev ?? ''
@@ -122,7 +145,7 @@ export async function attemptAcquire(
     const link = links[i]!
     // An unchecked node (start-up, reconnect) queues the request until its check is done.
     if (!link.verified || link.canVote(start)) {
-      requests[i] = link.call(script, target.acquireKeys, args, true)
+      requests[i] = link.call({ script, keys: target.acquireKeys, args, vote: true })
     }
   }
   let granted = 0
@@ -133,7 +156,7 @@ export async function attemptAcquire(
   const lateHeld: number[] = []
   const late = w
     ? (i: number, v: unknown) => {
-        if ((v as AcquireReply)[0] !== 0) return
+        if (statusOf(v) !== Acquire.HELD) return
         if (won === undefined) lateHeld.push(i)
         else if (won) unqueueOn(nodes, target, w.id, i)
       }
@@ -146,7 +169,7 @@ export async function attemptAcquire(
       refused = 0
       for (const o of out) {
         if (o === undefined) continue
-        if (o.ok && (o.value as AcquireReply)[0] === 1) granted++
+        if (o.ok && statusOf(o.value) === Acquire.GRANTED) granted++
         else refused++
       }
       return granted >= quorum || refused > n - quorum
@@ -165,15 +188,15 @@ export async function attemptAcquire(
     if (o?.ok) {
       const r = checkReply(o.value)
       if (prev !== '' && r[2] < target.resources.length) prevMissingOn++
-      if (r[0] === 1) grants++
-      else if (r[0] === 0) {
+      if (r[0] === Acquire.GRANTED) grants++
+      else if (r[0] === Acquire.HELD) {
         held++
         if (r[1] > pttl) pttl = r[1]
-      } else if (r[0] === 2) {
+      } else if (r[0] === Acquire.FENCED) {
         nodes.clock.observe(r[1])
       } else yielded++
     } else if (o && hasSubscribers(NODE_ERROR_CHANNEL)) {
-      const status = voteOf(links[i]!, o)
+      const { status } = voteOf(links[i]!, o, ACQUIRE_VOTES)
       if (!o.undecided) publishEvent(NODE_ERROR_CHANNEL, { node: i, op: 'acquire', status, error: o.error })
       // Decided without this node: still report it if it fails or stays silent past the time-out.
       else reportStraggler(requests[i]!, i, nodes.nodeTimeoutMs, start)
@@ -196,28 +219,28 @@ export async function attemptAcquire(
         for (const i of lateHeld) unqueueOn(nodes, target, w.id, i)
       }
       // Votes are built only when someone will look at them (a grant's are rarely wanted).
-      const votes = hasSubscribers(RELEASED_CHANNEL) ? votesOf(links, outcomes) : NO_VOTES
+      const votes = hasSubscribers(RELEASED_CHANNEL) ? votesOf(links, outcomes, ACQUIRE_VOTES) : NO_VOTES
       return { kind: 'granted', token, fence, validUntil, votes, prevMissingOn }
     }
   }
   won = false
-  const votes = votesOf(links, outcomes)
+  const votes = votesOf(links, outcomes, ACQUIRE_VOTES)
   // Release what this attempt was granted. Nodes that had not answered yet are cleaned up when
   // they do (a paused node answers late), instead of costing every node a second command.
   const cleanup: number[] = []
   for (let i = 0; i < n; i++) {
     const o = outcomes[i]
     if (o?.ok) {
-      if ((o.value as AcquireReply)[0] === 1) cleanup.push(i)
+      if (statusOf(o.value) === Acquire.GRANTED) cleanup.push(i)
     } else if (o) {
       // Also a grant that arrives on a newer connection (ioredis resends unanswered commands
       // after a reconnect) must be cleaned up.
       requests[i]!.then(
         (v) => {
-          if ((v as AcquireReply)[0] === 1) void releaseOn(nodes, target, token, [i], '')
+          if (statusOf(v) === Acquire.GRANTED) void releaseOn(nodes, target, token, [i], '')
         },
         (err: unknown) => {
-          if (err instanceof StaleVoteError && (err.reply as AcquireReply)[0] === 1) {
+          if (err instanceof StaleVoteError && statusOf(err.reply) === Acquire.GRANTED) {
             void releaseOn(nodes, target, token, [i], '')
           }
         },
@@ -253,7 +276,7 @@ export async function releaseAll(
   const one = target.lockKeys.length === 1
   const script = one ? RELEASE_ONE : RELEASE
   const args = one ? [token] : [token, target.lockKeys.length]
-  const requests = nodes.links.map((l) => l.call(script, target.releaseKeys, args))
+  const requests = nodes.links.map((l) => l.call({ script, keys: target.releaseKeys, args }))
   const all = target.lockKeys.length
   const lost = nodes.links.length - nodes.quorum
   // Decided once a quorum released or too many nodes lacked our token; a dead node then
@@ -274,27 +297,34 @@ export async function releaseAll(
   // Per-node votes only when they are reported: a failed release, or a listener.
   const votes =
     released < nodes.quorum || hasSubscribers(RELEASED_CHANNEL)
-      ? outcomes.map((o, i): NodeVote => {
-          if (o && !o.ok && o.undecided) return { node: i, status: 'pending' }
-          if (!o?.ok)
-            return { node: i, status: o?.timedOut ? 'timeout' : 'error', ...(o ? { error: o.error } : {}) }
-          return { node: i, status: Number(o.value) === all ? 'released' : 'not-owner' }
+      ? votesOf(nodes.links, outcomes, {
+          vote: false,
+          statusOf: (v) => (Number(v) === all ? 'released' : 'not-owner'),
         })
       : NO_VOTES
   return { released, answered, votes }
 }
 
-/** Compare-and-pexpire on every node; counts the nodes that extended every key of the lock. */
+export interface ExtendRequest {
+  readonly target: LockTarget
+  readonly token: string
+  /** The lock's fencing token: a node sets a missing key again only if it granted nobody since. */
+  readonly fence: number
+  readonly ttlMs: number
+}
+
+/**
+ * Compare-and-pexpire on every node (setting the key again where it is missing and the fence
+ * allows, see extend.lua); counts the nodes that extended every key of the lock.
+ */
 export async function extendAll(
   nodes: Nodes,
-  target: LockTarget,
-  token: string,
-  ttlMs: number,
+  { target, token, fence, ttlMs }: ExtendRequest,
 ): Promise<{ extended: number; answered: number; votes: NodeVote[]; start: number }> {
   const start = performance.now()
-  const args = [token, ttlMs, target.lockKeys.length]
+  const args = [token, ttlMs, fence, target.lockKeys.length]
   const requests = nodes.links.map((l) =>
-    l.canVote(start) ? l.call(EXTEND, target.lockKeys, args, true) : undefined,
+    l.canVote(start) ? l.call({ script: EXTEND, keys: target.extendKeys, args, vote: true }) : undefined,
   )
   const refusable = nodes.links.length - nodes.quorum
   const outcomes = await gather(requests, nodes.nodeTimeoutMs, (out) => {
@@ -305,17 +335,12 @@ export async function extendAll(
   })
   let extended = 0
   let answered = 0
-  const votes = outcomes.map((o, i): NodeVote => {
-    if (o === undefined) return { node: i, status: 'quarantined' }
-    if (!o.ok && o.undecided) return { node: i, status: 'pending' }
-    if (!o.ok) return { node: i, status: o.timedOut ? 'timeout' : 'error', error: o.error }
+  for (const o of outcomes) {
+    if (!o?.ok) continue
     answered++
-    if (Number(o.value) === 1) {
-      extended++
-      return { node: i, status: 'granted' }
-    }
-    return { node: i, status: 'not-owner' }
-  })
+    if (Number(o.value) === 1) extended++
+  }
+  const votes = votesOf(nodes.links, outcomes, EXTEND_VOTES)
   return { extended, answered, votes, start }
 }
 
@@ -328,28 +353,31 @@ function unqueueWhereHeld(
 ) {
   for (let i = 0; i < outcomes.length; i++) {
     const o = outcomes[i]
-    if (o?.ok && (o.value as AcquireReply)[0] === 0) unqueueOn(nodes, target, id, i)
+    if (o?.ok && statusOf(o.value) === Acquire.HELD) unqueueOn(nodes, target, id, i)
   }
 }
 
 function unqueueOn(nodes: Nodes, target: LockTarget, id: string, node: number): void {
   // Best effort: the queue has a TTL.
-  nodes.links[node]!.call(UNQUEUE, target.releaseKeys, [id, target.lockKeys.length]).catch(() => {})
+  nodes.links[node]!.call({
+    script: UNQUEUE,
+    keys: target.releaseKeys,
+    args: [id, target.lockKeys.length],
+  }).catch(() => {})
 }
 
 async function releaseOn(nodes: Nodes, target: LockTarget, token: string, on: number[], prev: string) {
   if (on.length === 0 && prev === '') return
   const requests: Promise<unknown>[] = []
+  const keys = target.releaseKeys
   for (const i of on)
-    requests.push(nodes.links[i]!.call(RELEASE, target.releaseKeys, [token, target.lockKeys.length]))
+    requests.push(nodes.links[i]!.call({ script: RELEASE, keys, args: [token, target.lockKeys.length] }))
   if (prev !== '') {
     for (const l of nodes.links)
-      requests.push(l.call(RELEASE, target.releaseKeys, [prev, target.lockKeys.length]))
+      requests.push(l.call({ script: RELEASE, keys, args: [prev, target.lockKeys.length] }))
   }
   await gather(requests, nodes.nodeTimeoutMs)
 }
-
-const notConnected = new Error('node connection is not ready (connecting, or its state check failed)')
 
 /** Only when someone listens on the node-error channel: costs a timer per silent node then. */
 function reportStraggler(p: Promise<unknown>, node: number, timeoutMs: number, start: number): void {
@@ -374,36 +402,14 @@ function reportStraggler(p: Promise<unknown>, node: number, timeoutMs: number, s
   )
 }
 
-const NO_VOTES: NodeVote[] = []
-
-function votesOf(links: readonly NodeLink[], outcomes: readonly Outcome<unknown>[]): NodeVote[] {
-  const votes: NodeVote[] = new Array(links.length)
-  for (let i = 0; i < links.length; i++) {
-    const o = outcomes[i]
-    const status = voteOf(links[i]!, o)
-    votes[i] =
-      o && !o.ok && !o.undecided
-        ? { node: i, status, error: o.error }
-        : o === undefined && status === 'error'
-          ? { node: i, status, error: notConnected }
-          : { node: i, status }
-  }
-  return votes
+const ACQUIRE_STATUS: Record<AcquireStatus, NodeVoteStatus> = {
+  [Acquire.HELD]: 'held',
+  [Acquire.GRANTED]: 'granted',
+  [Acquire.FENCED]: 'fenced',
+  [Acquire.YIELDED]: 'not-owner',
 }
-
-function voteOf(link: NodeLink, o: Outcome<unknown>): NodeVoteStatus {
-  if (o === undefined) return link.quarantined ? 'quarantined' : 'error'
-  if (!o.ok) {
-    if (o.undecided) return 'pending'
-    return link.quarantined || o.error instanceof StaleVoteError
-      ? 'quarantined'
-      : o.timedOut
-        ? 'timeout'
-        : 'error'
-  }
-  const s = (o.value as AcquireReply)[0]
-  return s === 1 ? 'granted' : s === 0 ? 'held' : s === 2 ? 'fenced' : 'not-owner'
-}
+const ACQUIRE_VOTES: VoteRules = { vote: true, statusOf: (v) => ACQUIRE_STATUS[statusOf(v)] ?? 'not-owner' }
+const EXTEND_VOTES: VoteRules = { vote: true, statusOf: (v) => (Number(v) === 1 ? 'granted' : 'not-owner') }
 
 function checkReply(v: unknown): AcquireReply {
   if (!Array.isArray(v) || v.length !== 3 || typeof v[0] !== 'number')

@@ -3,6 +3,15 @@ export function quorumOf(n: number): number {
   return (n >> 1) + 1
 }
 
+/**
+ * Do `missing` nodes that answered without our token prove a lock gone? Only when more than
+ * N − quorum did: then it cannot be on a quorum. Nodes that did not answer prove nothing (a
+ * release under packet loss is unavailable, not lost).
+ */
+export function provenGone(missing: number, n: number, quorum: number): boolean {
+  return missing > n - quorum
+}
+
 /** What a node did with one request within the time-out; `undefined` = not sent. */
 export type Outcome<T> =
   | { readonly ok: true; readonly value: T }

@@ -1,9 +1,9 @@
-import type { Cluster, Redis } from 'ioredis'
 import { keySlot } from '../cluster/slot.js'
 import { InvalidOptionError } from '../errors.js'
-import { type KunciClient, toRedisClient } from '../redis/client.js'
+import { integer, object } from '../options.js'
+import { type KunciClient, toRedisPort } from '../redis/client.js'
 import { lockKeysShareSlot } from '../redis/keys.js'
-import { isClusterClient, type RedisClient } from '../redis/lua-script.js'
+import type { RedisPort } from '../redis/port.js'
 import type { Lock } from './lock.js'
 import type { LockManagerOptions } from './lock-options.js'
 import type { LockTarget } from './node-ops.js'
@@ -27,30 +27,32 @@ export interface RedisLockOptions extends LockManagerOptions {
  */
 export class RedisLock extends Redlock {
   #wait: { replicas: number; timeoutMs: number } | undefined
-  #client: RedisClient
+  #port: RedisPort
 
   constructor(options: RedisLockOptions) {
     if (options === null || typeof options !== 'object')
       throw new InvalidOptionError('options', 'expected { client }')
     const { client: given, waitForReplicas, ...rest } = options
-    const client = toRedisClient(given, 'client')
-    super({ ...rest, clients: [client] })
-    this.#client = client
+    // Validated (and wrapped, once per client) here, so a bad client names the option `client`.
+    const port = toRedisPort(given, 'client')
+    super({ ...rest, clients: [given] })
+    this.#port = port
     if (waitForReplicas !== undefined) {
-      const { replicas, timeoutMs } = waitForReplicas
-      if (!Number.isInteger(replicas) || replicas < 1 || !Number.isInteger(timeoutMs) || timeoutMs < 1) {
-        throw new InvalidOptionError(
-          'waitForReplicas',
-          'expected { replicas: integer >= 1, timeoutMs: integer >= 1 }',
-        )
+      const w = object<{ replicas?: unknown; timeoutMs?: unknown }>(
+        'waitForReplicas',
+        waitForReplicas,
+        '{ replicas: integer >= 1, timeoutMs: integer >= 1 }',
+      )
+      this.#wait = {
+        replicas: integer('waitForReplicas', w.replicas, { min: 1, hint: 'replicas' }),
+        timeoutMs: integer('waitForReplicas', w.timeoutMs, { min: 1, hint: 'timeoutMs' }),
       }
-      this.#wait = { replicas, timeoutMs }
     }
   }
 
   protected override target(resources: string | readonly string[]): LockTarget {
     const t = super.target(resources)
-    if (isClusterClient(this.#client)) {
+    if (this.#port.cluster) {
       for (const r of t.resources) {
         if (!lockKeysShareSlot(r)) {
           throw new InvalidOptionError(
@@ -73,22 +75,18 @@ export class RedisLock extends Redlock {
   protected override afterGrant(lock: Lock): Promise<void> | undefined {
     if (!this.#wait) return undefined
     const { replicas, timeoutMs } = this.#wait
-    const client = this.#client
-    const node = isClusterClient(client)
-      ? nodeForSlot(client, keySlot(lock.target.lockKeys[0]!))
-      : (client as Redis)
+    const port = this.#port
+    const cluster = port.cluster
+    let node: Pick<RedisPort, 'send'> | undefined = port
+    if (cluster) {
+      const owner = cluster.ownerOf(keySlot(lock.target.lockKeys[0]!))
+      node = owner === undefined ? undefined : cluster.masters().find((m) => m.address === owner)
+    }
     if (!node) return undefined
     // WAIT only counts writes made on the same connection, which is the one the script used.
-    return node.wait(replicas, timeoutMs).then(
+    return node.send('wait', [replicas, timeoutMs]).then(
       () => undefined,
       () => undefined,
     )
   }
-}
-
-function nodeForSlot(cluster: Cluster, slot: number): Redis | undefined {
-  const owners = (cluster as unknown as { slots: string[][] }).slots[slot]
-  const key = owners?.[0]
-  if (!key) return undefined
-  return cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === key)
 }

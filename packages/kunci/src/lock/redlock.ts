@@ -18,7 +18,7 @@ import {
   RELEASED_CHANNEL,
 } from './events.js'
 import { FenceClock } from './fence-clock.js'
-import { type LocalWaiter, ResourceQueue } from './local-queue.js'
+import { type LocalQueue, LocalQueues, type LocalWaiter } from './local-queue.js'
 import { Lock, type LockOwner } from './lock.js'
 import {
   type AcquireOptions,
@@ -39,7 +39,7 @@ import {
   type Nodes,
   releaseAll,
 } from './node-ops.js'
-import { quorumOf } from './quorum.js'
+import { provenGone, quorumOf } from './quorum.js'
 import { ReleaseNotifier } from './release-notifier.js'
 import { randomToken } from './tokens.js'
 import { runUsing } from './using.js'
@@ -50,6 +50,18 @@ export interface RedlockOptions extends LockManagerOptions {
    * node-redis v5 `createClient()` connected first (see "Clients" in docs/locks.md).
    */
   clients: readonly KunciClient[]
+}
+
+/** One caller's run of attempts on Redis. */
+interface AcquireRun {
+  readonly target: LockTarget
+  readonly opts: ResolvedAcquireOptions
+  readonly deadline: number
+  readonly signal: AbortSignal | undefined
+  /** The last hand-over in front of it yielded: wait a retry delay before the first attempt. */
+  readonly waitFirst: boolean
+  /** Its resource's local queue, told each attempt's outcome (single-resource callers). */
+  readonly queue?: LocalQueue | undefined
 }
 
 /** Poll interval of a caller queued on the nodes (a release wakes it; this is the safety net). */
@@ -72,7 +84,7 @@ export class Redlock implements LockOwner {
   protected readonly options: ResolvedManagerOptions
   #links: NodeLink[]
   #notifier: ReleaseNotifier
-  #queues = new Map<string, ResourceQueue>()
+  #local = new LocalQueues()
   #closed = false
   /** This manager's name in the nodes' wait queues (one Redis-level waiter per resource per manager). */
   #waiterId = randomToken().slice(0, 16)
@@ -108,28 +120,26 @@ export class Redlock implements LockOwner {
     const signal = options?.signal
     if (signal?.aborted) throw new AcquireAbortedError(target.resources, { cause: signal.reason })
     const deadline = performance.now() + opts.acquireTimeoutMs
-    if (target.resources.length > 1) return this.#acquireLoop(target, opts, deadline, signal, false)
+    if (target.resources.length > 1)
+      return this.#acquireLoop({ target, opts, deadline, signal, waitFirst: false })
 
-    const name = target.resources[0]!
-    let q = this.#queues.get(name)
-    if (!q) this.#queues.set(name, (q = new ResourceQueue()))
+    const q = this.#local.of(target.resources[0]!)
     // retryCount 0 means one attempt now, even if a local caller is ahead of us.
     const direct = opts.retryCount === 0
     let waitFirst = false
-    if (!direct && !q.idle) {
-      const waiting = q.enqueue(target, opts, deadline, signal, () => this.#closed)
-      if (q.holder) this.#watch(name, q)
-      const outcome = await waiting
+    const turn = direct ? undefined : q.enter({ target, opts, deadline, signal, closed: () => this.#closed })
+    if (turn) {
+      const outcome = await turn
       if (outcome instanceof Lock) return outcome
       waitFirst = outcome === 'wait'
-    } else if (!direct) q.active = true
+    }
     try {
-      const lock = await this.#acquireLoop(target, opts, deadline, signal, waitFirst)
-      if (!q.holder) q.holder = lock
+      const lock = await this.#acquireLoop({ target, opts, deadline, signal, waitFirst, queue: q })
+      q.granted(lock)
       return lock
     } finally {
-      if (!direct) q.active = false
-      this.#promote(name, q)
+      if (direct) q.settle()
+      else q.leave()
     }
   }
 
@@ -153,36 +163,31 @@ export class Redlock implements LockOwner {
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true
-    for (const q of this.#queues.values()) {
-      clearTimeout(q.watch)
-      for (const w of q.waiters.splice(0)) w.promote(false)
-    }
-    this.#queues.clear()
+    this.#local.close()
     for (const l of this.#links) l.detach()
     await this.#notifier.close()
   }
 
   /** @internal */
   async release(lock: Lock): Promise<void> {
-    const name = lock.resources.length === 1 ? lock.resources[0]! : undefined
-    const q = name === undefined ? undefined : this.#queues.get(name)
-    if (q && q.holder === lock) {
-      q.holder = undefined
-      const next = lock.isHeld ? q.waiters.shift() : undefined
-      if (next) return this.#handOver(q, lock, next)
-      q.handoffs = 0
-    }
+    const q = lock.resources.length === 1 ? this.#local.get(lock.resources[0]!) : undefined
+    const next = q?.released(lock)
+    if (q && next) return this.#handOver(q, lock, next)
     try {
       const r = await releaseAll(this.nodes, lock.target, lock.token)
       const ok = r.released >= this.quorum
       lock.markEnded(ok ? 'released' : 'lost')
       publishEvent(RELEASED_CHANNEL, { resources: lock.resources, fence: lock.fence, ok, votes: r.votes })
       if (ok) return
-      if (r.answered < this.quorum) throw new LockUnavailableError(lock.resources, r.votes)
+      // The hand-over's rule: lost only when so many nodes proved our token gone that it cannot
+      // be on a quorum. Nodes that did not answer (time-out, packet loss) prove nothing.
+      if (!provenGone(r.answered - r.released, this.nodes.links.length, this.quorum)) {
+        throw new LockUnavailableError(lock.resources, r.votes)
+      }
       publishEvent(LOST_CHANNEL, { resources: lock.resources, fence: lock.fence, reason: 'release' })
       throw new LockLostError(lock.resources, 'it had expired or was taken over before release', r.votes)
     } finally {
-      if (q && name !== undefined) this.#promote(name, q)
+      q?.settle()
     }
   }
 
@@ -193,12 +198,17 @@ export class Redlock implements LockOwner {
       lock.markEnded('lost')
       throw new LockLostError(lock.resources, 'its validity had already ended')
     }
-    const r = await extendAll(this.nodes, lock.target, lock.token, opts.ttlMs)
+    const r = await extendAll(this.nodes, {
+      target: lock.target,
+      token: lock.token,
+      fence: lock.fence,
+      ttlMs: opts.ttlMs,
+    })
     const validUntil = r.start + opts.ttlMs - opts.driftMs
     if (r.extended >= this.quorum && validUntil > performance.now()) {
       lock.markExtended(validUntil, opts.ttlMs)
       publishEvent(EXTENDED_CHANNEL, { resources: lock.resources, fence: lock.fence, ttlMs: opts.ttlMs })
-      this.#rewatch(lock)
+      if (lock.resources.length === 1) this.#local.get(lock.resources[0]!)?.extended(lock)
       return
     }
     if (r.answered < this.quorum && r.extended + (r.votes.length - r.answered) >= this.quorum) {
@@ -220,13 +230,7 @@ export class Redlock implements LockOwner {
     return undefined
   }
 
-  async #acquireLoop(
-    target: LockTarget,
-    opts: ResolvedAcquireOptions,
-    deadline: number,
-    signal: AbortSignal | undefined,
-    waitFirst: boolean,
-  ): Promise<Lock> {
+  async #acquireLoop({ target, opts, deadline, signal, waitFirst, queue }: AcquireRun): Promise<Lock> {
     const started = performance.now()
     if (waitFirst) await this.#notifier.wait(target.lockKeys, this.#retryDelay(opts, deadline, 1), signal)
     let attempts = 0
@@ -239,17 +243,23 @@ export class Redlock implements LockOwner {
         if (signal?.aborted) throw new AcquireAbortedError(target.resources, { cause: signal.reason })
         if (this.#closed) throw new ClosedError('This lock manager')
         attempts++
-        this.#notifier.attempting(target.lockKeys, 1)
-        let r: AttemptResult
+        this.#notifier.attemptStarted(target.lockKeys)
+        let r: AttemptResult | undefined
+        queue?.attemptStarted()
         try {
-          r = await attemptAcquire(this.nodes, target, opts.ttlMs, opts.driftMs, { waiter })
+          r = await attemptAcquire(this.nodes, { target, ttlMs: opts.ttlMs, driftMs: opts.driftMs, waiter })
         } finally {
-          this.#notifier.attempting(target.lockKeys, -1)
+          this.#notifier.attemptEnded(target.lockKeys)
+          // What the callers queued behind us give up with, if their deadline passes now.
+          queue?.attemptEnded(
+            r === undefined
+              ? { outage: true, votes: [] }
+              : { outage: r.kind === 'outage' || r.kind === 'expired', votes: r.votes },
+          )
         }
         if (r.kind === 'granted') {
           if (waiter) waiter.queued = false // the script left the queue
-          this.#notifier.attempting(target.lockKeys, 1, true) // drop wakes kept during the attempt
-          this.#notifier.attempting(target.lockKeys, -1)
+          this.#notifier.granted(target.lockKeys) // drop wakes kept during the attempt
         }
         if (r.kind === 'held' && waiter) waiter.queued = true
         if (r.kind === 'granted') {
@@ -299,7 +309,8 @@ export class Redlock implements LockOwner {
   #leaveQueues(target: LockTarget): void {
     for (const l of this.#links) {
       for (let i = 1; i < target.releaseKeys.length; i += 2) {
-        l.client.zrem(target.releaseKeys[i]!, this.#waiterId).catch(() => {})
+        const key = target.releaseKeys[i]!
+        l.port.send('zrem', [key, this.#waiterId], { key }).catch(() => {})
       }
     }
   }
@@ -329,40 +340,39 @@ export class Redlock implements LockOwner {
     return err
   }
 
-  async #handOver(q: ResourceQueue, lock: Lock, next: LocalWaiter): Promise<void> {
-    q.active = true
+  async #handOver(q: LocalQueue, lock: Lock, next: LocalWaiter): Promise<void> {
     const yieldToOthers = q.handoffs >= this.options.maxLocalHandoffs
     let r: AttemptResult
+    q.attemptStarted()
     try {
-      r = await attemptAcquire(this.nodes, lock.target, next.ttlMs, next.driftMs, {
+      r = await attemptAcquire(this.nodes, {
+        target: lock.target,
+        ttlMs: next.ttlMs,
+        driftMs: next.driftMs,
         prev: lock.token,
         yieldToOthers,
       })
     } catch (err) {
-      q.active = false
-      next.promote(false)
+      q.attemptEnded({ outage: true, votes: [] })
+      q.handOverFailed(next)
       throw err
     }
+    q.attemptEnded({ outage: r.kind === 'outage' || r.kind === 'expired', votes: r.votes })
     // Lost only if enough nodes proved prev absent that it cannot have been on a quorum; nodes
     // that had not answered when the hand-over was decided are not counted either way.
-    const releasedOk = r.prevMissingOn <= this.nodes.links.length - this.quorum
+    const releasedOk = !provenGone(r.prevMissingOn, this.nodes.links.length, this.quorum)
     lock.markEnded(releasedOk ? 'released' : 'lost')
-    q.active = false
     if (r.kind === 'granted') {
-      q.handoffs++
       const handed = new Lock(this, lock.target, r.token, r.fence, next.ttlMs, r.validUntil)
-      q.holder = handed
       publishEvent(ACQUIRED_CHANNEL, {
         resources: lock.resources,
         fence: r.fence,
         attempts: 1,
         handedOver: true,
       })
-      next.handTo(handed)
+      q.handedOver(next, handed, false)
     } else {
-      q.handoffs = 0
-      q.active = true
-      next.promote(r.kind === 'yielded' || r.kind === 'held')
+      q.handedOver(next, undefined, r.kind === 'yielded' || r.kind === 'held')
     }
     publishEvent(RELEASED_CHANNEL, {
       resources: lock.resources,
@@ -373,47 +383,6 @@ export class Redlock implements LockOwner {
     if (!releasedOk) {
       publishEvent(LOST_CHANNEL, { resources: lock.resources, fence: lock.fence, reason: 'release' })
       throw new LockLostError(lock.resources, 'it had expired or was taken over before release', r.votes)
-    }
-  }
-
-  /** Lets the next local waiter try Redis when nobody in this process holds or tries. */
-  #promote(name: string, q: ResourceQueue): void {
-    if (q.holder || q.active) return
-    const next = q.waiters.shift()
-    if (next) {
-      q.active = true
-      next.promote(false)
-    } else if (q.idle) {
-      clearTimeout(q.watch)
-      this.#queues.delete(name)
-    }
-  }
-
-  #watch(name: string, q: ResourceQueue): void {
-    if (q.watch || !q.holder) return
-    q.watch = setTimeout(
-      () => {
-        q.watch = undefined
-        const h = q.holder
-        if (!h || q.waiters.length === 0) return
-        if (h.isHeld) return this.#watch(name, q)
-        // The holder let its validity end without releasing: stop waiting for it locally.
-        q.holder = undefined
-        q.handoffs = 0
-        this.#promote(name, q)
-      },
-      Math.max(0, q.holder.validUntil - performance.now()) + 1,
-    )
-    q.watch.unref()
-  }
-
-  #rewatch(lock: Lock): void {
-    if (lock.resources.length !== 1) return
-    const q = this.#queues.get(lock.resources[0]!)
-    if (q?.holder === lock && q.watch) {
-      clearTimeout(q.watch)
-      q.watch = undefined
-      this.#watch(lock.resources[0]!, q)
     }
   }
 }

@@ -1,4 +1,4 @@
-import { isClusterClient, type RedisClient } from '../redis/lua-script.js'
+import type { RedisPort, Subscriber } from '../redis/port.js'
 
 type Wake = () => void
 
@@ -18,15 +18,16 @@ export function personalChannel(lockKey: string, waiterId: string): string {
  * and publishes on that waiter's personal channel (`<lock key>#<id>`), or on the lock key itself
  * when nobody is queued (anyone may try). So a release reaches one process, not all of them.
  *
- * We SUBSCRIBE to both channels on every node, on a separate connection per node made with
- * `duplicate()` only when somebody first has to wait, and closed by `close()`. Notifications
+ * We SUBSCRIBE to both channels on every node, on a separate connection per node (the port's
+ * `subscriber`, reconnecting and resubscribing on its own) made only when somebody first has to
+ * wait, and closed by `close()`. Notifications
  * only shorten a wait: a waiter always has a timer too, so a lost message or a crashed holder
  * costs latency, never liveness. A wake that arrives while nobody waits (the waiter was busy
  * with an attempt) is kept and ends the next wait at once, so it is not lost either.
  */
 export class ReleaseNotifier {
-  #clients: readonly RedisClient[]
-  #subscribers: (RedisClient | undefined)[]
+  #clients: readonly RedisPort[]
+  #subscribers: (Subscriber | undefined)[]
   #id: string
   #suffix: string
   /** Lock key → wake functions of the current waits. */
@@ -39,7 +40,7 @@ export class ReleaseNotifier {
   #attempts = new Map<string, number>()
 
   /** `id`: the name this manager queues under on the nodes. */
-  constructor(clients: readonly RedisClient[], id: string) {
+  constructor(clients: readonly RedisPort[], id: string) {
     this.#clients = clients
     this.#id = id
     this.#suffix = `#${id}`
@@ -71,38 +72,44 @@ export class ReleaseNotifier {
   }
 
   /**
-   * Marks an attempt on `lockKeys` as running (`+1`) or finished (`-1`). A wake that arrives
-   * during an attempt is kept for the wait that follows a failed attempt; at other times
-   * (e.g. duplicates from the other nodes after we got the lock) it is stale and dropped.
+   * An attempt on `lockKeys` starts. A wake that arrives during an attempt is kept for the wait
+   * that follows a failed attempt; at other times (e.g. duplicates from the other nodes after we
+   * got the lock) it is stale and dropped.
    */
-  attempting(lockKeys: readonly string[], delta: 1 | -1, granted = false): void {
+  attemptStarted(lockKeys: readonly string[]): void {
+    this.#count(lockKeys, 1)
+  }
+
+  /** ... and ends (granted or not). */
+  attemptEnded(lockKeys: readonly string[]): void {
+    this.#count(lockKeys, -1)
+  }
+
+  /** The attempt won: wakes kept while it ran are stale. */
+  granted(lockKeys: readonly string[]): void {
+    if (this.#missed.size === 0) return
+    for (const k of lockKeys) this.#missed.delete(k)
+  }
+
+  #count(lockKeys: readonly string[], delta: 1 | -1): void {
     // Nothing subscribed, nothing to keep: the uncontended path pays one size check.
     if (this.#waiters.size === 0 && this.#lingering.size === 0 && this.#attempts.size === 0) return
     for (const k of lockKeys) {
       const n = (this.#attempts.get(k) ?? 0) + delta
       if (n > 0) this.#attempts.set(k, n)
       else this.#attempts.delete(k)
-      if (granted) this.#missed.delete(k)
     }
   }
 
   async close(): Promise<void> {
-    const subs = this.#subscribers.filter((s): s is RedisClient => s !== undefined)
+    const subs = this.#subscribers.filter((s): s is Subscriber => s !== undefined)
     this.#subscribers = this.#clients.map(() => undefined)
     for (const set of this.#waiters.values()) for (const wake of [...set]) wake()
     this.#waiters.clear()
     for (const t of this.#lingering.values()) clearTimeout(t)
     this.#lingering.clear()
     this.#missed.clear()
-    await Promise.all(
-      subs.map(async (s) => {
-        try {
-          await s.quit()
-        } catch {
-          s.disconnect()
-        }
-      }),
-    )
+    await Promise.all(subs.map((s) => s.close()))
   }
 
   #add(lockKey: string, wake: Wake): void {
@@ -119,7 +126,7 @@ export class ReleaseNotifier {
         let confirmed = false
         const channels = [lockKey, personalChannel(lockKey, this.#id)]
         this.#each((s) =>
-          s.subscribe(...channels).then(() => {
+          s.subscribe(channels).then(() => {
             if (confirmed) return
             confirmed = true
             const current = this.#waiters.get(lockKey)
@@ -138,25 +145,19 @@ export class ReleaseNotifier {
     const t = setTimeout(() => {
       this.#lingering.delete(lockKey)
       this.#missed.delete(lockKey)
-      this.#each((s) => s.unsubscribe(lockKey, personalChannel(lockKey, this.#id)))
+      this.#each((s) => s.unsubscribe([lockKey, personalChannel(lockKey, this.#id)]))
     }, LINGER_MS)
     t.unref() // an idle subscription must not keep the process alive
     this.#lingering.set(lockKey, t)
   }
 
-  #each(fn: (sub: RedisClient) => Promise<unknown>): void {
+  #each(fn: (sub: Subscriber) => Promise<unknown>): void {
     for (let i = 0; i < this.#clients.length; i++) {
       let sub = this.#subscribers[i]
       if (!sub) {
-        // The user's clients may disable the offline queue (recommended for lock nodes); our
-        // subscriber must not: a SUBSCRIBE made while it connects would fail silently.
-        const client = this.#clients[i]!
-        sub = isClusterClient(client)
-          ? client.duplicate(undefined, { enableOfflineQueue: true })
-          : client.duplicate({ enableOfflineQueue: true })
         // Errors surface as failed commands; reconnects resubscribe on their own.
-        sub.on('error', () => {})
-        sub.on('message', this.#onMessage)
+        sub = this.#clients[i]!.subscriber({ reconnect: true })
+        sub.onMessage(this.#onMessage)
         this.#subscribers[i] = sub
       }
       fn(sub).catch(() => {})

@@ -1,23 +1,26 @@
 /**
- * The clients kunci accepts, and the one place that tells them apart: ioredis 5/6 `Redis` and
- * `Cluster` are used as they are; node-redis v5 clients and clusters are wrapped once
- * (node-redis-adapter.ts) so that the internals, written and profiled against ioredis, run
- * unchanged. The entry points (Redlock, RedisLock, Cache, scanKeys/deleteByPattern) call
- * `toRedisClient`; nothing past them knows which library the user chose.
+ * The clients kunci accepts, and the one place that tells them apart: each is wrapped once in
+ * its library's adapter of the port (port.ts): redis/ioredis/ for ioredis 5/6 `Redis` and
+ * `Cluster`, redis/node-redis/ for node-redis v5 clients and clusters. The entry points
+ * (Redlock, RedisLock, Cache, scanKeys/deleteByPattern, fencedWrite, Script) call `toRedisPort`;
+ * nothing past them knows which library the user chose.
  */
 import { InvalidOptionError } from '../errors.js'
-import type { RedisClient } from './lua-script.js'
+import { ioredisPort, isIoredis } from './ioredis/port.js'
+import type { RedisClient } from './ioredis/types.js'
+import { NodeRedisClusterPort } from './node-redis/cluster.js'
+import { NodeRedisStandalonePort } from './node-redis/standalone.js'
 import {
   isNodeRedis,
+  isNodeRedisCluster,
   type NodeRedisClient,
-  type NodeRedisConnection,
-  NodeRedisStandalone,
+  type NodeRedisCluster,
   respVersion,
-} from './node-redis-adapter.js'
-import { isNodeRedisCluster, type NodeRedisCluster, NodeRedisClusterAdapter } from './node-redis-cluster.js'
+} from './node-redis/types.js'
+import type { RedisPort } from './port.js'
 
-export type { NodeRedisClient } from './node-redis-adapter.js'
-export type { NodeRedisCluster } from './node-redis-cluster.js'
+export type { RedisClient } from './ioredis/types.js'
+export type { NodeRedisClient, NodeRedisCluster } from './node-redis/types.js'
 
 /**
  * Any client kunci accepts: an ioredis 5/6 `Redis` or `Cluster`, or a node-redis v5 client
@@ -25,47 +28,45 @@ export type { NodeRedisCluster } from './node-redis-cluster.js'
  */
 export type KunciClient = RedisClient | NodeRedisClient | NodeRedisCluster
 
-/** One wrapper per node-redis client, so managers sharing a client share its listeners. */
-const wrapped = new WeakMap<object, RedisClient>()
-
-/** Is `value` an ioredis client (or a node-redis client kunci already wrapped)? */
-function isIoRedisShaped(value: object): boolean {
-  return typeof (value as { evalsha?: unknown }).evalsha === 'function'
-}
+/** One port per client, so managers sharing a client share its adapter (and its listeners). */
+const ports = new WeakMap<object, RedisPort>()
 
 /**
- * The client the internals use for `value`, or an `InvalidOptionError` naming `option` when it
+ * The port the internals use for `value`, or an `InvalidOptionError` naming `option` when it
  * is no client kunci supports, a node-redis client not connected yet, or one speaking RESP3.
  * `label` names the value in the message (e.g. `clients[2]`).
  */
-export function toRedisClient(value: unknown, option: string, label = option): RedisClient {
+export function toRedisPort(value: unknown, option: string, label = option): RedisPort {
   if (value === null || typeof value !== 'object') throw notAClient(option, label)
+  const known = ports.get(value)
+  if (known) return known
+  let port: RedisPort
   if (isNodeRedis(value)) {
-    const known = wrapped.get(value)
-    if (known) return known
     if (respVersion(value) !== 2) {
       throw new InvalidOptionError(
         option,
         `${label}: the node-redis client speaks RESP3: create it with RESP: 2 (the default), as kunci reads RESP2 replies.`,
       )
     }
-    const c = value as { isOpen: boolean }
-    if (!c.isOpen) {
+    if (!value.isOpen) {
       throw new InvalidOptionError(
         option,
         `${label}: the node-redis client is not connected: call \`await client.connect()\` before ` +
           'handing it to kunci (kunci never opens or closes the clients it is given).',
       )
     }
-    // The wrappers carry the subset of ioredis' API the internals call (see the adapter).
-    const adapter = (isNodeRedisCluster(value)
-      ? new NodeRedisClusterAdapter(value as NodeRedisCluster)
-      : new NodeRedisStandalone(value as NodeRedisConnection)) as unknown as RedisClient
-    wrapped.set(value, adapter)
-    return adapter
+    // node-redis clients are EventEmitters; their public types leave `on` out.
+    const events = value as typeof value & { on(event: string, listener: () => void): unknown }
+    port = isNodeRedisCluster(value)
+      ? new NodeRedisClusterPort(value as NodeRedisCluster & typeof events)
+      : new NodeRedisStandalonePort(value as NodeRedisClient & typeof events)
+  } else if (isIoredis(value)) {
+    port = ioredisPort(value)
+  } else {
+    throw notAClient(option, label)
   }
-  if (isIoRedisShaped(value)) return value as RedisClient
-  throw notAClient(option, label)
+  ports.set(value, port)
+  return port
 }
 
 function notAClient(option: string, label: string): InvalidOptionError {

@@ -26,7 +26,7 @@ async function burstOfL1Hits(cache: Cache, keys: string[], ms: number): Promise<
 
 async function warmCache(prefix: string): Promise<{ cache: Cache; keys: string[] }> {
   const cache = suite.newCache({ prefix, l1MaxEntries: 100, busHeartbeatMs: HEARTBEAT_MS })
-  await until('the bus to subscribe', () => cache.busConnected)
+  await until(() => cache.busConnected, 'the bus to subscribe')
   const keys = Array.from({ length: 50 }, (_, i) => `k:${i}`)
   for (const key of keys) await cache.set({ key, value: key })
   return { cache, keys }
@@ -61,12 +61,12 @@ describe('Cache bus heartbeat', () => {
     const node = suite.nodes.nodes[0]!
     node.pause()
     try {
-      await until('the heartbeat to drop the bus', () => drops.length > 0, 10_000)
+      await until(() => drops.length > 0, 'the heartbeat to drop the bus', 10_000)
     } finally {
       node.resume()
     }
     expect(drops[0]).toEqual({ reason: 'heartbeat timed out' })
     expect(cache.busConnected).toBe(false)
-    await until('the bus to subscribe again', () => cache.busConnected, 15_000)
+    await until(() => cache.busConnected, 'the bus to subscribe again', 15_000)
   })
 })

@@ -11,6 +11,7 @@ import { Cache } from '../../src/cache/cache.js'
 import { entryKeys, valueKey } from '../../src/cache/cache-keys.js'
 import { fetchOrLease } from '../../src/cache/stampede.js'
 import { keySlot } from '../../src/cluster/slot.js'
+import { toRedisPort } from '../../src/redis/client.js'
 import { collect, uniquePrefix, until } from '../fixtures/cache-test-kit.js'
 
 const PASSWORD = 'cache-reads-secret'
@@ -112,14 +113,23 @@ describe.each([
     for (const key of hits) await cache.set({ key, value: `cached ${key}` })
     // Expired but within grace, and another process holds the lease to refresh it.
     await cache.set({ key: 'stale', value: 'old', ttlMs: 1, graceMs: 60_000 })
-    await until('the entry to expire', async () => (await cache.get('stale')) === undefined)
-    expect((await fetchOrLease(client, entryKeys(prefix, 'stale'), 'foreign:1', 30_000, '')).status).toBe(
-      'leased',
-    )
+    await until(async () => (await cache.get('stale')) === undefined, 'the entry to expire')
+    expect(
+      (await fetchOrLease(toRedisPort(client, 'client'), entryKeys(prefix, 'stale'), 'foreign:1', 30_000, ''))
+        .status,
+    ).toBe('leased')
     // Absent, and another process holds the lease: the caller waits for that process's write.
-    expect((await fetchOrLease(client, entryKeys(prefix, 'awaited'), 'foreign:2', 30_000, '')).status).toBe(
-      'leased',
-    )
+    expect(
+      (
+        await fetchOrLease(
+          toRedisPort(client, 'client'),
+          entryKeys(prefix, 'awaited'),
+          'foreign:2',
+          30_000,
+          '',
+        )
+      ).status,
+    ).toBe('leased')
     const stale = collect(cache, 'stale')
     const errors = collect(cache, 'error')
     const loads = new Map<string, number>()

@@ -73,7 +73,7 @@ describe('Cache on a standalone Redis: grace, failures, timeouts, early refresh'
     })
     expect(v).toBe('v1')
     expect(Date.now() - t0).toBeLessThan(250)
-    await until('background load written', async () => (await cache.get('k')) === 'v2')
+    await until(async () => (await cache.get('k')) === 'v2', 'background load written')
 
     let aborted = false
     const err = await cache
@@ -149,29 +149,29 @@ describe('Cache on a standalone Redis: L1 and the bus', () => {
         return JSON.parse(await next())
       }
       const { id } = JSON.parse(await next()) as { id: string }
-      await until('peer bus up', async () => (await ask({ op: 'busUp' })).up === true)
+      await until(async () => (await ask({ op: 'busUp' })).up === true, 'peer bus up')
       const cache = newCache({ prefix, l1MaxEntries: 100 })
-      await until('own bus up', () => cache.busConnected)
+      await until(() => cache.busConnected, 'own bus up')
 
       await cache.set({ key: 'k', value: 'v1' })
       // The peer's first read may race the bus message of our own set and (rightly) not fill
       // L1; within a few reads it must be served from L1.
       const servedFromL1 = (value: string) =>
-        until(`peer serves ${value} from L1`, async () => {
+        until(async () => {
           const r = await ask({ op: 'get', key: 'k' })
           expect(r.value).toBe(value)
           return r.tier === 'l1'
-        })
+        }, `peer serves ${value} from L1`)
       expect(await ask({ op: 'get', key: 'k' })).toMatchObject({ value: 'v1', tier: 'l2' })
       await servedFromL1('v1')
 
       await cache.set({ key: 'k', value: 'v2' })
-      await until('peer sees v2', async () => (await ask({ op: 'get', key: 'k' })).value === 'v2', 2000)
+      await until(async () => (await ask({ op: 'get', key: 'k' })).value === 'v2', 'peer sees v2', 2000)
 
       await cache.delete('k')
       await until(
-        'peer sees the delete',
         async () => (await ask({ op: 'get', key: 'k' })).absent === true,
+        'peer sees the delete',
         2000,
       )
 
@@ -183,11 +183,11 @@ describe('Cache on a standalone Redis: L1 and the bus', () => {
       await suite.client.set(keys.value, encodeEntry('v', Date.now() + 60_000, 0, 0, '"v4"'), 'PX', 60_000)
       expect(await ask({ op: 'get', key: 'k' })).toMatchObject({ value: 'v3', tier: 'l1' })
       expect(await killClientNamed(suite.client, `kunci-cache-bus-${id}`)).toBe(1)
-      await until('peer stops serving the stale L1 entry', async () => {
+      await until(async () => {
         const r = await ask({ op: 'get', key: 'k' })
         return r.value === 'v4'
-      })
-      await until('peer bus back up', async () => (await ask({ op: 'busUp' })).up === true)
+      }, 'peer stops serving the stale L1 entry')
+      await until(async () => (await ask({ op: 'busUp' })).up === true, 'peer bus back up')
       expect(await ask({ op: 'get', key: 'k' })).toMatchObject({ value: 'v4' })
       peer.stdin!.end()
     } finally {
@@ -231,7 +231,7 @@ describe('Cache on a standalone Redis: invalidatePrefix and memory pressure', ()
       }
       expect(await cache.getOrSet({ key: 'new', loader })).toEqual({ fresh: true })
       expect(calls).toBe(1)
-      await until('write error reported', () => errors.some((e) => e.operation === 'write'))
+      await until(() => errors.some((e) => e.operation === 'write'), 'write error reported')
       const writeError = errors.find((e) => e.operation === 'write')!
       expect(isOomError(writeError.error)).toBe(true)
       const strict = new Cache({ client: oomClient, prefix: uniquePrefix('oom-strict'), failOpen: false })

@@ -11,7 +11,16 @@ import {
   type RedlockOptions,
 } from 'kunci'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { commandStats, type Fixture, queuedOn, ready, sleep, startFixture, until } from '../support/nodes.js'
+import {
+  commandStats,
+  eventually,
+  type Fixture,
+  queuedOn,
+  ready,
+  sleep,
+  startFixture,
+  until,
+} from '../support/nodes.js'
 
 let fx: Fixture
 let clients: Redis[]
@@ -26,19 +35,6 @@ function redlock(extra: Partial<RedlockOptions> = {}, cs = clients): Redlock {
 let n = 0
 const res = () => `api-${++n}-${Math.random().toString(36).slice(2)}`
 const lockKey = (r: string) => `kunci:{${r}}`
-
-/** Retries an assertion for up to 10 s: for effects that follow a quorum decision on the other nodes. */
-async function eventually(check: () => Promise<void>): Promise<void> {
-  const end = performance.now() + 10_000
-  for (;;) {
-    try {
-      return await check()
-    } catch (err) {
-      if (performance.now() > end) throw err
-      await sleep(20)
-    }
-  }
-}
 
 async function valuesOf(key: string): Promise<(string | null)[]> {
   return Promise.all(clients.map((c) => c.get(key)))

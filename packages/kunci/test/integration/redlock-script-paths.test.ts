@@ -46,7 +46,9 @@ describe('lean and batched script paths', () => {
     await f.release()
 
     const held = res('held')
-    await Promise.all(clients.map((c) => c.set(`kunci:{${held}}`, 'x'.repeat(32), 'PX', 60_000)))
+    // Another manager's holder: a kunci token (32 lowercase hex characters), which waiters mark.
+    const holder = 'ab'.repeat(16)
+    await Promise.all(clients.map((c) => c.set(`kunci:{${held}}`, holder, 'PX', 60_000)))
     const t0 = performance.now()
     await expect(rl.acquire(held, { retryCount: 0 })).rejects.toBeInstanceOf(LockNotAcquiredError)
     expect(performance.now() - t0).toBeLessThan(5000)
@@ -55,9 +57,7 @@ describe('lean and batched script paths', () => {
     await expect(waiting).rejects.toBeInstanceOf(LockNotAcquiredError)
     await until(
       async () =>
-        (await Promise.all(clients.map((c) => c.get(`kunci:{${held}}`)))).every(
-          (v) => v === `${'x'.repeat(32)}!`,
-        ),
+        (await Promise.all(clients.map((c) => c.get(`kunci:{${held}}`)))).every((v) => v === `${holder}!`),
       'the waiter to mark the lock on every node',
     )
   })
@@ -70,7 +70,7 @@ describe('lean and batched script paths', () => {
     await Promise.all(
       clients.flatMap((c) => [
         ...fenced.map((r) => c.set(`kunci:{${r}}:fence`, String(stored))),
-        ...held.map((r) => c.set(`kunci:{${r}}`, 'y'.repeat(32), 'PX', 60_000)),
+        ...held.map((r) => c.set(`kunci:{${r}}`, 'cd'.repeat(16), 'PX', 60_000)),
       ]),
     )
     await clients[0]!.config('RESETSTAT')

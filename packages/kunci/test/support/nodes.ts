@@ -54,23 +54,8 @@ export async function commandStats(client: Redis): Promise<Map<string, number>> 
   return out
 }
 
-/**
- * Waits until `check` returns true, polling every 20 ms, for at most `timeoutMs` (generous by
- * default: the machine is shared and loaded, and a condition that holds returns at once).
- * Throws with `what` if the deadline passes, so a test fails with a reason instead of hanging.
- */
-export async function until(
-  check: () => boolean | Promise<boolean>,
-  what: string,
-  timeoutMs = 15_000,
-): Promise<void> {
-  const end = performance.now() + timeoutMs
-  for (;;) {
-    if (await check()) return
-    if (performance.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await sleep(20)
-  }
-}
+/** The one polling helper of the tests (@kunci/topology): `until(check, what, timeoutMs?)`, `eventually(assertion)`. */
+export { eventually, until } from '@kunci/topology'
 
 /** How many of `clients` have at least `n` members in the wait queue `queueKey`. */
 export async function queuedOn(

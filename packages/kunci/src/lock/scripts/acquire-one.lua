@@ -11,6 +11,8 @@
   ARGV[1] token (32 characters), ARGV[2] ttl (ms), ARGV[3] proposed fence (integer)
   ARGV[4..6], only for a caller that will wait: waiter id, since (ms), queued ("1" if an earlier
   attempt queued it)
+  A waiter marks the holder's key only when it holds an unmarked kunci token (32 lowercase hex
+  characters): a value another client wrote is left byte-for-byte as it is.
   Returns a bare integer on the common paths (no Lua table to build, no array to parse):
     fence          granted: the proposed fence (ARGV[3], > 0)
     -(pttl + 3)    held by another token (< 0; pttl is -1 for a key without TTL)
@@ -36,7 +38,12 @@ if redis.call('SET', lk, ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 local pttl = redis.call('PTTL', lk)
 if ARGV[4] then
-  redis.call('SETRANGE', lk, TOKEN_LENGTH, '!')
+  -- Only a kunci token is marked: a value another client wrote is never changed (its owner's
+  -- compare-and-delete must still find it). Its holder's release then wakes nobody: we poll.
+  local v = redis.call('GET', lk)
+  if v and #v == TOKEN_LENGTH and not string.find(v, '[^0-9a-f]') then
+    redis.call('SETRANGE', lk, TOKEN_LENGTH, '!')
+  end
   redis.call('ZADD', KEYS[3], 'NX', ARGV[5], ARGV[4])
   redis.call('PEXPIRE', KEYS[3], 2 * tonumber(ARGV[2]) + 1000)
 end

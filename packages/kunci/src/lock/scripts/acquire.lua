@@ -31,7 +31,8 @@
         p = number of resources on which prev held the lock (for the old holder's release report)
 
   All-or-nothing per request: whatever was written is undone unless every resource is granted.
-  A waiter that finds the lock held marks it (SETRANGE keeps the TTL) and joins the queue; a
+  A waiter that finds the lock held marks it (SETRANGE keeps the TTL; only a kunci token, never
+  a value another client wrote) and joins the queue; a
   release of a marked lock pops the oldest waiter and publishes on its channel ("<lock key>#<id>"),
   so one waiter tries instead of every waiting process (no thundering herd). Newcomers may still
   take a free lock first; the woken waiter then keeps its place (ZADD NX with its old score).
@@ -40,6 +41,11 @@ local TOKEN_LENGTH = 32
 local MARK = '!'
 local out = {}
 local k, a, o = 1, 2, 0
+-- An unmarked kunci token (32 lowercase hex characters). Only such a value is ever marked: a
+-- value another client wrote under the lock's name is never changed.
+local function isToken(v)
+  return v and #v == TOKEN_LENGTH and not string.find(v, '[^0-9a-f]')
+end
 -- Wakes the oldest queued waiter of a released lock on its own channel (or everyone, on the
 -- lock key's channel, if the queue is empty).
 local function wake(lk, qk)
@@ -80,7 +86,7 @@ for _ = 1, tonumber(ARGV[1]) do
       status, x = 0, redis.call('PTTL', lk)
       -- Only a caller that will wait marks the lock and queues: a release then wakes someone.
       if waiter ~= '' then
-        redis.call('SETRANGE', lk, TOKEN_LENGTH, MARK)
+        if isToken(redis.call('GET', lk)) then redis.call('SETRANGE', lk, TOKEN_LENGTH, MARK) end
         redis.call('ZADD', qk, 'NX', since, waiter)
         redis.call('PEXPIRE', qk, 2 * ttl + 1000)
       end
@@ -100,7 +106,7 @@ for _ = 1, tonumber(ARGV[1]) do
         held = true
         local t = redis.call('PTTL', lk)
         if t > x then x = t end
-        if waiter ~= '' and #v == TOKEN_LENGTH then redis.call('SETRANGE', lk, TOKEN_LENGTH, MARK) end
+        if waiter ~= '' and isToken(v) then redis.call('SETRANGE', lk, TOKEN_LENGTH, MARK) end
         if waiter ~= '' then
           redis.call('ZADD', KEYS[k + 3 * r + 2], 'NX', since, waiter)
           redis.call('PEXPIRE', KEYS[k + 3 * r + 2], 2 * ttl + 1000)

@@ -28,7 +28,12 @@ for i = 1, tonumber(ARGV[1]) do
     removed = removed + redis.call('ZREM', qk, waiter)
     if redis.call('EXISTS', qk) == 0 then
       local v = redis.call('GET', lk)
-      if v and #v > TOKEN_LENGTH then redis.call('SET', lk, string.sub(v, 1, TOKEN_LENGTH), 'KEEPTTL') end
+      -- Only a marked kunci token (32 lowercase hex characters and the mark): a foreign value is
+      -- never cut.
+      if v and #v == TOKEN_LENGTH + 1 and string.sub(v, -1) == '!' then
+        local token = string.sub(v, 1, TOKEN_LENGTH)
+        if not string.find(token, '[^0-9a-f]') then redis.call('SET', lk, token, 'KEEPTTL') end
+      end
     end
   end
   out[i] = removed

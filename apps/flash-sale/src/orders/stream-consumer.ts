@@ -1,42 +1,77 @@
 import { hostname } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { type Db, isSqlOutage } from '../db/database.js'
+import { Script } from 'kunci'
+import { ServiceError } from '../errors.js'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
-import { type RedisClient, refreshSlots } from '../redis/connect.js'
+import type { RedisClient } from '../redis/connect.js'
+import { refreshSlots } from '../redis/connect.js'
 import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { isRedirect, isRedisOutage } from '../redis/redis-errors.js'
 import type { ReplicaAcks } from '../redis/replica-acks.js'
-import { SCRIPTS } from '../sale/scripts.js'
 import { type MalformedEventError, type OrderEvent, parseOrderEvent } from './order-event.js'
-import { type PersistOutcome, persistOrder } from './persist.js'
 
-export interface OrderWorkerOptions {
+const SETTLE = Script.fromFile(new URL('./scripts/settle.lua', import.meta.url))
+const DEAD_LETTER = Script.fromFile(new URL('./scripts/dead-letter.lua', import.meta.url))
+
+/** One stream entry handed to a sink, parsed. */
+export interface SinkEntry {
+  id: string
+  fields: string[]
+  event: OrderEvent
+}
+
+/**
+ * What became of one event: `settled` — persisted in SQL (now or by an earlier delivery): XACK and
+ * set the order's status; `handed-on` — relayed (RabbitMQ): XACK, its status is set by whoever
+ * persists it; `error` — it failed this time: counted towards its dead letter.
+ */
+export type SinkResult =
+  | { kind: 'settled'; status: 'confirmed' | 'failed' }
+  | { kind: 'handed-on' }
+  | { kind: 'error'; error: unknown }
+
+/** Where a sale's events go: SQL (sql-sink.ts) or the AMQP relay (amqp-relay.ts). */
+export interface OrderSink {
+  /**
+   * One sale's events, in stream order; one result per event, in the same order. Throws
+   * SinkUnavailableError for an outage of the sink's own store (SQL down, …): nothing of the batch
+   * is acknowledged, the consumer backs off and the batch comes again, never counted as a failed
+   * delivery.
+   */
+  handle(entries: readonly SinkEntry[]): Promise<SinkResult[]>
+}
+
+/** The sink's store is unreachable: the batch waits, nothing is counted as failed. */
+export class SinkUnavailableError extends ServiceError {
+  readonly code = 'E_SINK_UNAVAILABLE'
+  constructor(what: string, cause: unknown) {
+    super(
+      `${what} is unreachable (${(cause as Error)?.message ?? cause}); the order events wait in the stream`,
+      {
+        cause,
+      },
+    )
+  }
+}
+
+export interface StreamConsumerOptions {
   redis: RedisClient
-  db: Db
+  sink: OrderSink
   metrics?: ServiceMetrics
-  /** This worker's consumer name in the group. @defaultValue `<hostname>-<pid>` */
+  /** This consumer's name in the group. @defaultValue `<hostname>-<pid>` */
   consumer?: string
-  /** A pending event idle this long belongs to a dead worker and is claimed. @defaultValue 15000 */
+  /** A pending event idle this long belongs to a dead consumer and is claimed. @defaultValue 15000 */
   claimIdleMs?: number
   /** Failed deliveries of one event before it goes to the dead-letter stream. @defaultValue 5 */
   maxDeliveries?: number
   /** Events read per call. @defaultValue 100 */
   batchSize?: number
-  /** Orders persisted at once (SQL connections used). @defaultValue 8 */
-  concurrency?: number
   /** Sleep when no stream had anything. @defaultValue 50 */
   idleMs?: number
-  /** What persistOrder records as the order's strategy. @defaultValue 'lua' */
-  strategy?: string
-  /**
-   * A custom sink instead of SQL (the AMQP relay publishes instead of persisting). `relayed`:
-   * the event was handed on; it is XACKed and its order status is left to whoever persists it.
-   */
-  handle?: (ev: OrderEvent, entry: { id: string; fields: string[] }) => Promise<HandleOutcome>
   /** Consumer group. @defaultValue WORKER_GROUP */
   group?: string
   /**
-   * Best effort: a batch read is persisted once a replica holds its events (or at once if the
+   * Best effort: a batch read is handed on once a replica holds its events (or at once if the
    * sale's master has no replica), so a failover cannot un-reserve a unit SQL already sold.
    */
   acks?: ReplicaAcks
@@ -45,50 +80,41 @@ export interface OrderWorkerOptions {
 
 type Entry = [id: string, fields: string[]]
 
-export type HandleOutcome = PersistOutcome | { kind: 'relayed' }
-
 /**
- * Consumes the sales' order streams in a consumer group and persists each order exactly once
- * (persistOrder is idempotent), then XACKs it and marks it confirmed. At-least-once delivery +
- * idempotent writes = exactly-once effect:
- * - a worker that dies between COMMIT and XACK leaves the event pending; another worker claims it
- *   after `claimIdleMs` (XAUTOCLAIM) and finds the order already written;
- * - SQL down: nothing is acknowledged, the worker backs off and retries its own pending events
- *   first when SQL is back; outages never count as failed deliveries;
+ * Reads the sales' order streams in a consumer group and gives each batch to its sink. At least
+ * once delivery + idempotent sinks = exactly-once effect:
+ * - a consumer that dies between the sink and XACK leaves the events pending; another claims
+ *   them after `claimIdleMs` (XAUTOCLAIM) and the sink finds them already handled;
+ * - an outage of the sink's store: nothing is acknowledged, the consumer backs off and handles
+ *   its own pending events first when the store is back; outages never count as failed deliveries;
  * - an event that keeps failing for another reason goes to the dead-letter stream with the
- *   reason (and is counted), never dropped silently.
+ *   reason (and is counted), never dropped silently; a malformed one at once.
  */
-export class OrderWorker {
+export class StreamConsumer {
   readonly consumer: string
-  readonly #o: Required<Omit<OrderWorkerOptions, 'metrics' | 'handle' | 'onError' | 'acks'>> &
-    Pick<OrderWorkerOptions, 'metrics' | 'handle' | 'onError' | 'acks'>
+  readonly #o: Required<Omit<StreamConsumerOptions, 'metrics' | 'onError' | 'acks'>> &
+    Pick<StreamConsumerOptions, 'metrics' | 'onError' | 'acks'>
   #running: Promise<void> | undefined
   #stopping = false
   #wake: AbortController = new AbortController()
+  /** Reported once per outage (through onError), not once per retry. */
+  #inOutage = false
   readonly #failures = new Map<string, number>()
   readonly #lastClaim = new Map<string, number>()
-  #sqlHealthy = true
-  #redisHealthy = true
-  /** Events persisted (outcome confirmed or duplicate) since start. */
-  persisted = 0
+  /** Events handed on (settled or relayed) since start. */
+  handled = 0
 
-  constructor(options: OrderWorkerOptions) {
+  constructor(options: StreamConsumerOptions) {
     this.#o = {
       consumer: `${hostname()}-${process.pid}`,
       claimIdleMs: 15_000,
       maxDeliveries: 5,
       batchSize: 100,
-      concurrency: 8,
       idleMs: 50,
-      strategy: 'lua',
       group: WORKER_GROUP,
       ...options,
     }
     this.consumer = this.#o.consumer
-  }
-
-  get healthy(): boolean {
-    return this.#sqlHealthy && this.#redisHealthy
   }
 
   start(saleIds: () => Promise<string[]>): void {
@@ -117,13 +143,14 @@ export class OrderWorker {
           if (this.#stopping) break
           worked += await this.#poll(productId)
         }
-        this.#redisHealthy = true
         backoffMs = 100
+        this.#inOutage = false
         if (worked === 0) await this.#idle(this.#o.idleMs)
       } catch (err) {
-        if (isRedisOutage(err)) this.#redisHealthy = false
-        else if (isSqlOutage(err)) this.#sqlHealthy = false
-        else this.#o.onError?.(err)
+        // Redis and sink outages are waited out, and said once; anything else is reported.
+        const outage = isRedisOutage(err) || err instanceof SinkUnavailableError
+        if (!outage || !this.#inOutage) this.#o.onError?.(err)
+        this.#inOutage ||= outage
         await this.#idle(backoffMs)
         backoffMs = Math.min(backoffMs * 2, 2_000)
       }
@@ -138,8 +165,7 @@ export class OrderWorker {
   /** One round on one sale: own pending events first, then claims, then new events. */
   async #poll(productId: string): Promise<number> {
     const k = saleKeys(productId)
-    const g = this.#o.group
-    // Our own pending events: a retry after an SQL outage or a failed settle.
+    // Our own pending events: a retry after an outage or a failed settle.
     const own = await this.#read(productId, '0')
     if (own.length > 0) return this.#process(productId, own, false)
     const now = Date.now()
@@ -147,7 +173,7 @@ export class OrderWorker {
       this.#lastClaim.set(productId, now)
       const reply = (await this.#o.redis.xautoclaim(
         k.orders,
-        g,
+        this.#o.group,
         this.consumer,
         this.#o.claimIdleMs,
         '0-0',
@@ -179,7 +205,7 @@ export class OrderWorker {
       if (isRedirect(err)) await refreshSlots(this.#o.redis)
       throw err
     }
-    // Own-history reads list deleted entries as [id, null]: nothing to persist, just acknowledge.
+    // Own-history reads list deleted entries as [id, null]: nothing to hand on, just acknowledge.
     const entries = reply?.[0]?.[1] ?? []
     const gone = entries.filter((e) => e[1] === null).map((e) => e[0])
     if (gone.length > 0) await this.#o.redis.xack(k.orders, this.#o.group, ...gone)
@@ -213,70 +239,56 @@ export class OrderWorker {
           entries.map((e) => e[0]),
         )
       : new Map()
-    let next = 0
-    let outage: unknown
-    const runOne = async (entry: Entry): Promise<void> => {
+    const batch: SinkEntry[] = []
+    for (const entry of entries) {
       const [id, fields] = entry
-      let ev: OrderEvent
+      let event: OrderEvent
       try {
-        ev = parseOrderEvent(productId, id, fields)
+        event = parseOrderEvent(productId, id, fields)
       } catch (err) {
         await this.#deadLetter(productId, entry, (err as MalformedEventError).message, 1)
-        return
+        continue
       }
-      if (claimed && (deliveries.get(id) ?? 0) > this.#o.maxDeliveries) {
-        await this.#deadLetter(
-          productId,
-          entry,
-          'too many deliveries (a worker died on it each time)',
-          deliveries.get(id)!,
+      const n = deliveries.get(id) ?? 0
+      if (claimed && n > this.#o.maxDeliveries) {
+        await this.#deadLetter(productId, entry, 'too many deliveries (a consumer died on it each time)', n)
+        continue
+      }
+      batch.push({ id, fields, event })
+    }
+    if (batch.length === 0) return entries.length
+    const results = await this.#o.sink.handle(batch)
+    const relayed: string[] = []
+    for (const [i, entry] of batch.entries()) {
+      const result = results[i] ?? { kind: 'error', error: new Error('the sink gave no result') }
+      if (result.kind === 'handed-on') {
+        relayed.push(entry.id)
+        continue
+      }
+      if (result.kind === 'settled') {
+        await SETTLE.run(
+          this.#o.redis,
+          [k.orders, k.status],
+          [this.#o.group, entry.id, entry.event.orderId, result.status],
         )
-        return
+        this.#failures.delete(entry.id)
+        this.handled++
+        continue
       }
-      try {
-        const outcome = await (this.#o.handle ?? ((e) => persistOrder(this.#o.db, e, this.#o.strategy)))(ev, {
-          id,
-          fields,
-        })
-        this.#sqlHealthy = true
-        if (outcome.kind === 'relayed') {
-          await this.#o.redis.xack(k.orders, this.#o.group, id)
-          this.#failures.delete(id)
-          this.persisted++
-          return
-        }
-        const status =
-          outcome.kind === 'confirmed' || (outcome.kind === 'duplicate' && outcome.status === 'confirmed')
-            ? 'confirmed'
-            : 'failed'
-        await SCRIPTS.settle.run(this.#o.redis, [k.orders, k.status], [this.#o.group, id, ev.orderId, status])
-        this.#failures.delete(id)
-        this.persisted++
-        if (outcome.kind === 'confirmed') {
-          this.#o.metrics?.ordersPersisted.inc({ product_id: productId })
-          this.#o.metrics?.walletCharges.inc()
-        } else if (outcome.kind === 'failed') {
-          this.#o.metrics?.ordersFailed.inc({ product_id: productId, reason: outcome.reason })
-        }
-      } catch (err) {
-        if (isSqlOutage(err) || isRedisOutage(err)) {
-          outage = err
-          return
-        }
-        const n = (this.#failures.get(id) ?? 0) + 1
-        this.#failures.set(id, n)
-        this.#o.onError?.(err)
-        if (n >= this.#o.maxDeliveries) {
-          await this.#deadLetter(productId, entry, (err as Error).message ?? String(err), n)
-          this.#failures.delete(id)
-        }
+      const n = (this.#failures.get(entry.id) ?? 0) + 1
+      this.#failures.set(entry.id, n)
+      this.#o.onError?.(result.error)
+      if (n >= this.#o.maxDeliveries) {
+        const reason = (result.error as Error)?.message ?? String(result.error)
+        await this.#deadLetter(productId, [entry.id, entry.fields], reason, n)
+        this.#failures.delete(entry.id)
       }
     }
-    const lanes = Array.from({ length: Math.min(this.#o.concurrency, entries.length) }, async () => {
-      while (next < entries.length && outage === undefined) await runOne(entries[next++]!)
-    })
-    await Promise.all(lanes)
-    if (outage !== undefined) throw outage
+    if (relayed.length > 0) {
+      await this.#o.redis.xack(k.orders, this.#o.group, ...relayed)
+      for (const id of relayed) this.#failures.delete(id)
+      this.handled += relayed.length
+    }
     return entries.length
   }
 
@@ -288,7 +300,7 @@ export class OrderWorker {
   ): Promise<void> {
     const k = saleKeys(productId)
     const orderId = fields[fields.indexOf('order_id') + 1] ?? ''
-    await SCRIPTS.deadLetter.run(
+    await DEAD_LETTER.run(
       this.#o.redis,
       [k.orders, k.dead, k.status],
       [this.#o.group, id, orderId, reason.slice(0, 500), deliveries, ...fields],

@@ -1,0 +1,84 @@
+import { ServiceError } from '../errors.js'
+
+/**
+ * Every answer a reservation can end with, in one table: the codes reserve.lua returns (a unit
+ * test reads them from its header), also answered by the `redlock` and `naive` strategies.
+ */
+export const RESERVE_CODES = Object.freeze([
+  'RESERVED',
+  'SOLD_OUT',
+  'ALREADY_PURCHASED',
+  'SALE_NOT_STARTED',
+  'SALE_ENDED',
+  'UNKNOWN_PRODUCT',
+  'IDEMPOTENCY_KEY_REUSED',
+] as const)
+
+export type ReserveCode = (typeof RESERVE_CODES)[number]
+
+const RESERVE_CODE_SET: ReadonlySet<string> = new Set(RESERVE_CODES)
+
+export function isReserveCode(value: unknown): value is ReserveCode {
+  return typeof value === 'string' && RESERVE_CODE_SET.has(value)
+}
+
+/** A final answer of the sale (reserve.lua's other codes), or "not now" (retry later). */
+export type RefusalCode = Exclude<ReserveCode, 'RESERVED'> | 'BUSY' | 'UNAVAILABLE'
+
+/**
+ * Why a checkout did not sell, as the domain says it: the strategies return these and only the
+ * HTTP layer (routes/api-error.ts) turns them into statuses and bodies.
+ */
+export interface Refusal {
+  readonly code: RefusalCode
+  readonly message: string
+  /** ALREADY_PURCHASED: the order the user already has. */
+  readonly orderId?: string
+  /** BUSY and UNAVAILABLE: seconds before a retry makes sense. */
+  readonly retryAfterS?: number
+  readonly cause?: unknown
+}
+
+const SALE_MESSAGES: Record<Exclude<ReserveCode, 'RESERVED'>, (productId: string) => string> = {
+  SOLD_OUT: (p) => `product ${p} is sold out`,
+  ALREADY_PURCHASED: (p) => `this user already bought product ${p} in this sale (see order_id)`,
+  SALE_NOT_STARTED: (p) => `the sale of product ${p} has not started yet`,
+  SALE_ENDED: (p) => `the sale of product ${p} has ended`,
+  UNKNOWN_PRODUCT: (p) => `product ${p} has no sale`,
+  IDEMPOTENCY_KEY_REUSED: () =>
+    'this Idempotency-Key was used by another request (another user); use a new key per checkout',
+}
+
+/** The sale's own refusal for `code` (a reserve code other than RESERVED). */
+export function saleRefusal(
+  code: Exclude<ReserveCode, 'RESERVED'>,
+  productId: string,
+  orderId?: string,
+): Refusal {
+  return {
+    code,
+    message: SALE_MESSAGES[code](productId),
+    ...(code === 'ALREADY_PURCHASED' && orderId ? { orderId } : {}),
+  }
+}
+
+/** Too much at once (a contended lock, too many in flight): retry after `retryAfterS`. */
+export function busy(why: string, retryAfterS = 1, cause?: unknown): Refusal {
+  return { code: 'BUSY', message: `${why}; retry after ${retryAfterS} s`, retryAfterS, cause }
+}
+
+/** A store is unreachable or failing over: retry after `retryAfterS` (with the same Idempotency-Key). */
+export function unavailable(why: string, retryAfterS = 2, cause?: unknown): Refusal {
+  return { code: 'UNAVAILABLE', message: `${why}; retry after ${retryAfterS} s`, retryAfterS, cause }
+}
+
+/**
+ * Carries a refusal out of work that must stop (a transaction to roll back); the strategy
+ * catches it at its boundary and returns the refusal.
+ */
+export class RefusedError extends ServiceError {
+  readonly code = 'E_REFUSED'
+  constructor(readonly refusal: Refusal) {
+    super(refusal.message, { cause: refusal.cause })
+  }
+}

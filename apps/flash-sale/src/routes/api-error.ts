@@ -1,0 +1,58 @@
+import type { RefusalCode } from '../domain/refusals.js'
+import { type Refusal, unavailable } from '../domain/refusals.js'
+import { ServiceError } from '../errors.js'
+
+/**
+ * The HTTP answers besides success. Each has a stable `code` (the JSON body's `error.code`) and
+ * its status; only the HTTP layer knows statuses: the strategies return domain refusals
+ * (domain/refusals.ts), fromRefusal() turns them into these, and the one error handler in
+ * plugins/errors.ts sends them.
+ */
+export const HTTP_STATUS = Object.freeze({
+  INVALID_REQUEST: 400,
+  UNAUTHORIZED: 401,
+  NOT_FOUND: 404,
+  UNKNOWN_PRODUCT: 404,
+  UNKNOWN_ORDER: 404,
+  SOLD_OUT: 409,
+  ALREADY_PURCHASED: 409,
+  SALE_NOT_STARTED: 409,
+  SALE_ENDED: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  IDEMPOTENCY_KEY_REUSED: 422,
+  BUSY: 429,
+  UNAVAILABLE: 503,
+  INTERNAL: 500,
+} as const satisfies Record<RefusalCode, number> & Record<string, number>)
+
+export type ApiErrorCode = keyof typeof HTTP_STATUS
+
+export class ApiError extends ServiceError {
+  readonly status: number
+  constructor(
+    readonly code: ApiErrorCode,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+    /** Seconds, sent as Retry-After with 429 and 503. */
+    readonly retryAfterS?: number,
+    options?: ErrorOptions,
+  ) {
+    super(message, options)
+    this.status = HTTP_STATUS[code]
+  }
+}
+
+/** A refusal of the domain as its HTTP answer (ALREADY_PURCHASED carries `order_id`). */
+export function fromRefusal(r: Refusal): ApiError {
+  return new ApiError(r.code, r.message, r.orderId ? { order_id: r.orderId } : {}, r.retryAfterS, {
+    cause: r.cause,
+  })
+}
+
+export const invalid = (field: string, rule: string) =>
+  new ApiError('INVALID_REQUEST', `${field}: ${rule}`, { field, rule })
+
+/** The HTTP layer's own "retry later" (shedding before any work). */
+export const unavailableError = (why: string, retryAfterS?: number, cause?: unknown) =>
+  fromRefusal(unavailable(why, retryAfterS, cause))

@@ -1,0 +1,208 @@
+import type { RedisPort } from '../redis/port.js'
+import { publishEvent, QUARANTINE_CHANNEL, WARNING_CHANNEL } from './events.js'
+import type { KunciWarning, PersistenceProfile } from './lock-options.js'
+
+export interface NodeHealthOptions {
+  readonly quarantine: boolean
+  readonly maxTtlMs: number
+  readonly persistence: PersistenceProfile
+  readonly nodeTimeoutMs: number
+  readonly onWarning: (warning: KunciWarning) => void
+}
+
+/**
+ * Whether one lock node may vote: its restart check, its quarantine, and the warnings about its
+ * eviction policy and persistence (the node link, node-link.ts, does the batching).
+ *
+ * Restarts are caught from the connection: the port reports `close` when the socket drops,
+ * which bumps `incarnation` and stops the node voting until `INFO` on the new connection has
+ * been read. A changed `run_id`, or an uptime below maxTtlMs, means the node may have lost locks
+ * it granted, so it sits out (quarantine) until maxTtlMs after its start. A reply that arrives
+ * for an older incarnation is not counted: a client may resend a command to the restarted server.
+ * A cluster fails over to replicas instead of restarting empty and its client follows it: a
+ * cluster node is verified from the start.
+ */
+export class NodeHealth {
+  readonly index: number
+  readonly #port: RedisPort
+  readonly #opts: NodeHealthOptions
+  readonly #unwatch: () => void
+  #incarnation = 0
+  #verified: boolean
+  #verifying: Promise<void> | undefined
+  #quarantinedUntil = 0
+  #runId: string | undefined
+  #warnedRunId: string | undefined
+  #closed = false
+
+  constructor(index: number, port: RedisPort, opts: NodeHealthOptions) {
+    this.index = index
+    this.#port = port
+    this.#opts = opts
+    this.#verified = port.cluster !== undefined
+    this.#unwatch = port.watch({
+      close: () => {
+        this.#incarnation++
+        if (port.cluster === undefined) this.#verified = false
+      },
+      ready: () => {
+        if (port.cluster === undefined) void this.#startVerify()
+      },
+    })
+    if (!this.#verified && port.ready) void this.#startVerify()
+  }
+
+  /** The connection the node is on; a vote asked for on an older one is not counted. */
+  get incarnation(): number {
+    return this.#incarnation
+  }
+
+  /** Has INFO been read on the current connection? Until then requests wait in the link. */
+  get verified(): boolean {
+    return this.#verified
+  }
+
+  get closed(): boolean {
+    return this.#closed
+  }
+
+  /** May this node's answer count toward a quorum right now? */
+  canVote(now = performance.now()): boolean {
+    return this.#verified && now >= this.#quarantinedUntil
+  }
+
+  /** Why the node cannot vote, for the per-node outcome. */
+  get quarantined(): boolean {
+    return this.#verified && performance.now() < this.#quarantinedUntil
+  }
+
+  /** Resolves once the node has been checked (or the check failed); `undefined` if it was. */
+  whenVerified(): Promise<void> | undefined {
+    if (this.#verified || this.#closed) return undefined
+    return this.#verifying ?? this.#startVerify()
+  }
+
+  detach(): void {
+    this.#closed = true
+    this.#unwatch()
+  }
+
+  #startVerify(): Promise<void> {
+    const incarnation = this.#incarnation
+    const p = this.#verify(incarnation).finally(() => {
+      if (this.#verifying === p) this.#verifying = undefined
+    })
+    this.#verifying = p
+    return p
+  }
+
+  async #verify(incarnation: number): Promise<void> {
+    let info: string
+    try {
+      info = String(await withTimeout(this.#port.send('info', []), this.#opts.nodeTimeoutMs * 5))
+    } catch {
+      return // stays unverified; the next `ready` or vote tries again
+    }
+    if (incarnation !== this.#incarnation || this.#closed) return
+    const fields = parseInfo(info)
+    const runId = fields.get('run_id')
+    const uptimeMs = Number(fields.get('uptime_in_seconds') ?? '0') * 1000
+    if (this.#opts.quarantine) {
+      const restarted = this.#runId !== undefined && runId !== this.#runId
+      // uptime has 1 s resolution and is rounded down: we may wait up to 1 s longer than needed.
+      const remaining = this.#opts.maxTtlMs - uptimeMs
+      if ((restarted || this.#runId === undefined) && remaining > 0) {
+        this.#quarantinedUntil = performance.now() + remaining
+        publishEvent(QUARANTINE_CHANNEL, { node: this.index, runId, restarted, quarantineMs: remaining })
+      }
+    }
+    this.#runId = runId
+    this.#verified = true
+    if (runId !== this.#warnedRunId) {
+      this.#warnedRunId = runId
+      this.#checkEviction(fields)
+      void this.#checkPersistence(fields)
+    }
+  }
+
+  /**
+   * Lock keys have a TTL, so every policy but `noeviction` may evict them when the node is full
+   * (`volatile-*` picks among keys with a TTL, `allkeys-*` among all): an evicted lock is a lock
+   * the node forgets while its holder works. With `noeviction` a full node answers OOM, a failed
+   * vote. Read from INFO (memory section), which the restart check reads anyway: no round trip.
+   */
+  #checkEviction(fields: Map<string, string>): void {
+    const policy = fields.get('maxmemory_policy')
+    const maxmemory = Number(fields.get('maxmemory') ?? '0')
+    // maxmemory 0: no limit, nothing is ever evicted whatever the policy says.
+    if (policy === undefined || policy === 'noeviction' || !(maxmemory > 0)) return
+    this.#warn({
+      code: 'KUNCI_W_EVICTION',
+      node: this.index,
+      message:
+        `kunci: node ${this.index} runs with maxmemory ${maxmemory} and maxmemory-policy ${policy}: ` +
+        'when it is full it can evict lock keys (they have a TTL), and a lock it forgets can be granted twice. ' +
+        "Set 'maxmemory-policy noeviction' on lock nodes (a full node then refuses its vote), and keep caches on other instances.",
+    })
+  }
+
+  async #checkPersistence(fields: Map<string, string>): Promise<void> {
+    const want = this.#opts.persistence
+    if (want === 'none') return
+    const aof = fields.get('aof_enabled') === '1'
+    let fsync: string | undefined
+    if (aof) {
+      try {
+        const reply = await this.#port.send('config', ['GET', 'appendfsync'])
+        fsync = Array.isArray(reply) ? String(reply[1]) : undefined
+      } catch (err) {
+        this.#warn({
+          code: 'KUNCI_W_CONFIG_UNREADABLE',
+          node: this.index,
+          message: `kunci: node ${this.index}: cannot read appendfsync (${(err as Error).message}); assuming it is weaker than '${want}'.`,
+        })
+      }
+    }
+    const strongEnough = aof && (fsync === 'always' || (want === 'everysec' && fsync === 'everysec'))
+    if (!strongEnough) {
+      this.#warn({
+        code: 'KUNCI_W_PERSISTENCE',
+        node: this.index,
+        message:
+          `kunci: node ${this.index} runs with ${aof ? `appendfsync ${fsync ?? 'unknown'}` : 'AOF disabled'}, ` +
+          `weaker than the '${want}' profile: after a crash it can forget locks and fencing tokens. ` +
+          `Enable 'appendonly yes' + 'appendfsync ${want}', or keep restart quarantine on (the default).`,
+      })
+    }
+  }
+
+  #warn(w: KunciWarning): void {
+    publishEvent(WARNING_CHANNEL, w)
+    this.#opts.onWarning(w)
+  }
+}
+
+function parseInfo(info: string): Map<string, string> {
+  const out = new Map<string, string>()
+  for (const line of info.split('\r\n')) {
+    const i = line.indexOf(':')
+    if (i > 0) out.set(line.slice(0, i), line.slice(i + 1))
+  }
+  return out
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms)
+    p.then(
+      (v) => {
+        clearTimeout(t)
+        resolve(v)
+      },
+      (e) => {
+        clearTimeout(t)
+        reject(e)
+      },
+    )
+  })
+}
