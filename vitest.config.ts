@@ -6,9 +6,12 @@ const src = (p: string) => fileURLToPath(new URL(p, import.meta.url))
 // Two projects: fast unit tests run in parallel; integration tests start their own
 // redis-server processes on free ports (never 6379) and are given longer time-outs.
 export default defineConfig({
-  // Tests run against the sources, so no build is needed while iterating.
+  // Tests run against the sources, so no build is needed while iterating (except by the tests that
+  // start a local stack: its service processes run the built CLI, @kunci/flash-sale/cli).
   resolve: {
     alias: {
+      '@kunci/flash-sale-lab': src('./apps/flash-sale-lab/src/index.ts'),
+      '@kunci/flash-sale': src('./apps/flash-sale/src/index.ts'),
       '@kunci/topology': src('./packages/topology/src/index.ts'),
       kunci: src('./packages/kunci/src/index.ts'),
     },

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Makes sure the optional Debian tools that some tests and `flash-sale up --observe` use are on
+// Makes sure the optional Debian tools that some tests and `flash-sale-lab up --observe` use are on
 // this machine: promtool/prometheus (package prometheus), redis_exporter (package
 // prometheus-redis-exporter) and chromium (package chromium, for the report's browser check).
 // Installs the missing ones with apt-get when we are root on a Debian-like system; otherwise

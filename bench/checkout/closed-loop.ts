@@ -1,8 +1,9 @@
-// Closed loop: `connections` virtual users of the service's own load generator (runLoad), each
-// sending its next checkout as soon as the previous one is answered: no think time, no retries,
-// no double clicks. The rate is whatever the target sustains; it is read from the per-second
-// series after the warm-up, so the ramp and the last partial second do not dilute it.
-import { type LoadResult, runLoad } from '../../apps/flash-sale/src/load/index.js'
+// Closed loop: `connections` virtual users of the lab's load generator (runLoad, from
+// @kunci/flash-sale-lab), each sending its next checkout as soon as the previous one is answered:
+// no think time, no retries, no double clicks. The rate is whatever the target sustains; it is read
+// from the per-second series after the warm-up, so the ramp and the last partial second do not
+// dilute it.
+import { type LoadResult, runLoad } from '@kunci/flash-sale-lab'
 
 export interface ClosedLoopOptions {
   url: string

@@ -36,6 +36,7 @@ export function describeEnvironment(postgres: string): Environment {
     '--porcelain',
     '--',
     'apps/flash-sale/src',
+    'apps/flash-sale-lab/src',
     'packages/kunci/src',
     'bench/checkout',
   ])

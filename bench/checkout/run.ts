@@ -20,8 +20,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
+import type { StackOptions } from '@kunci/flash-sale-lab'
 import { findFreePort } from '@kunci/topology'
-import type { StackOptions } from '../../apps/flash-sale/src/stack/local-stack.js'
 import { spread } from '../locks/stats.js'
 import { type BenchChild, startChild } from './children.js'
 import { runClosedLoop } from './closed-loop.js'

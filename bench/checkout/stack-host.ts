@@ -9,7 +9,7 @@
  * and stops the whole stack (service drain, worker, Redis nodes) on SIGTERM/SIGINT or when stdin
  * closes (the bench died), then exits.
  */
-import { type StackOptions, startStack } from '../../apps/flash-sale/src/stack/local-stack.js'
+import { type StackOptions, startStack } from '@kunci/flash-sale-lab'
 
 const options = JSON.parse(process.argv[2] ?? '{}') as StackOptions
 const stack = await startStack(options)

@@ -17,7 +17,7 @@ import { createServiceMetrics } from '../../apps/flash-sale/src/metrics/service-
 import {
   type Observability,
   startObservability,
-} from '../../apps/flash-sale/src/observe/local-observability.js'
+} from '../../apps/flash-sale-lab/src/observe/local-observability.js'
 import { metricNamesIn, metricNamesUsed, PROMETHEUS_SYNTHETIC, seriesNamesIn } from '../src/metric-names.js'
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url))

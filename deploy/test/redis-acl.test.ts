@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
   type Observability,
   startObservability,
-} from '../../apps/flash-sale/src/observe/local-observability.js'
+} from '../../apps/flash-sale-lab/src/observe/local-observability.js'
 import { DEV_CONFIG } from '../src/k8s/config.js'
 import { plainObjects } from '../src/k8s/manifests.js'
 import { ACL_DIR, aclInitScript, monitorCli, SECRET_DIR, SECRET_KEYS } from '../src/k8s/redis-common.js'

@@ -42,7 +42,7 @@ export interface ServiceConfig {
    * REDIS_TLS_CA_FILE. @defaultValue undefined (plain TCP)
    */
   redisTls: RedisTls | undefined
-  /** PostgreSQL connection string (the embedded PGlite of `flash-sale up` speaks the same protocol). */
+  /** PostgreSQL connection string (the embedded PGlite of `flash-sale-lab up` speaks the same protocol). */
   databaseUrl: string
   /** amqp:// URL: orders are relayed from the stream to RabbitMQ. @defaultValue undefined (stream only) */
   queueUrl: string | undefined

@@ -1,22 +1,13 @@
 #!/usr/bin/env node
 import type { Command } from './command.js'
-import { demoCommand } from './demo.js'
-import { loadCommand } from './load.js'
 import { migrateCommand } from './migrate.js'
 import { reconcileCommand } from './reconcile.js'
 import { serveCommand } from './serve.js'
-import { upCommand } from './up.js'
 import { workerCommand } from './worker.js'
 
-const COMMANDS: Command[] = [
-  upCommand,
-  serveCommand,
-  workerCommand,
-  migrateCommand,
-  reconcileCommand,
-  loadCommand,
-  demoCommand,
-]
+// What ships: the service, its worker and their operations. The tools that drive it (up, load,
+// demo) are the lab's CLI, apps/flash-sale-lab.
+const COMMANDS: Command[] = [serveCommand, workerCommand, migrateCommand, reconcileCommand]
 
 function usage(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length))
@@ -27,8 +18,8 @@ function usage(): string {
   ].join('\n')
 }
 
-// Started by a local stack (`up`, the demo, tests): when that process goes away, even by SIGKILL,
-// its IPC channel closes and this process drains and stops instead of lingering.
+// Started by a local stack (`flash-sale-lab up`, the demo, tests) or by the lab's CLI: when that
+// process goes away, even by SIGKILL, its IPC channel closes and this one drains and stops.
 if (process.env.FLASH_SALE_EXIT_WITH_PARENT === '1' && process.channel) {
   process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'))
   process.channel.unref()

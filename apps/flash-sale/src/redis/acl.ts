@@ -1,5 +1,5 @@
 /**
- * The Redis ACL rules of the service's own user, shared by the local stack (`flash-sale up`) and
+ * The Redis ACL rules of the service's own user, shared by the local stack (`flash-sale-lab up`) and
  * the Kubernetes manifests (deploy/), so both grant the same thing.
  *
  * Everything the service, the worker and kunci need, nothing that can wipe, reconfigure or block

@@ -4,8 +4,8 @@ import { type FaultProxy, startProxy } from '@kunci/topology'
 import pg from 'pg'
 import { Connection } from 'rabbitmq-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type LocalStack, startStack } from '../../src/stack/local-stack.js'
 import { eventually } from '../support/eventually.js'
+import { type LocalStack, startStack } from '../support/stack-fixture.js'
 
 // QUEUE_URL=amqp://…: stream (outbox) → relay (publisher confirms) → durable quorum queue →
 // consumer (manual ack) → PostgreSQL. Everything real: a 3+3 Redis Cluster, the machine's

@@ -3,10 +3,9 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { keySlot } from 'kunci'
 import pg from 'pg'
 import { describe, expect, it } from 'vitest'
-import { CLI_PATH } from '../../src/stack/child.js'
 import { countBy, crowd, runCheckouts } from '../support/checkouts.js'
 import { violations, waitForSettled } from '../support/invariants.js'
-import { useStack } from '../support/stack-fixture.js'
+import { serviceCliPath, useStack } from '../support/stack-fixture.js'
 
 // The default strategy end to end: 2 service processes, a worker process, a 3+3 Redis Cluster and
 // PostgreSQL (through a fault proxy, so the SQL-down test can cut it), all real.
@@ -55,7 +54,7 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
   it('flash-sale reconcile: no drift after the sale (exit 0); a payment deleted behind its back is drift (exit 1)', async () => {
     const run = () =>
       new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
-        const child = spawn(process.execPath, [CLI_PATH, 'reconcile', '--json'], {
+        const child = spawn(process.execPath, [serviceCliPath(), 'reconcile', '--json'], {
           env: { ...process.env, ...fx.stack.env },
         })
         let out = ''

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type LocalStack, startStack } from '../../src/stack/local-stack.js'
 import { countBy, crowd, runCheckouts } from '../support/checkouts.js'
 import { saleFacts } from '../support/invariants.js'
+import { type LocalStack, startStack } from '../support/stack-fixture.js'
 
 // The old design, kept to show why the others exist. This stack runs on the embedded SQL (PGlite
 // behind its socket server, shared by 2 service processes and the worker), the default of `up`.

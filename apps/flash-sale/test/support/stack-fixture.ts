@@ -1,7 +1,11 @@
+import { type LocalStack, type StackOptions, startStack } from '@kunci/flash-sale-lab'
 import { type FaultProxy, startProxy } from '@kunci/topology'
 import { afterAll, beforeAll } from 'vitest'
-import { type LocalStack, type StackOptions, startStack } from '../../src/stack/local-stack.js'
 import { createTestDatabase } from './pg.js'
+
+// The whole local stack is the lab's (apps/flash-sale-lab), reached by its package name only;
+// tests that start it by hand, or spawn the service's CLI as the stack does, take it from here.
+export { type LocalStack, serviceCliPath, startStack } from '@kunci/flash-sale-lab'
 
 export interface StackFixture {
   readonly stack: LocalStack

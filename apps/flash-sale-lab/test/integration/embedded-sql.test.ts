@@ -1,7 +1,7 @@
+import { migrate } from '@kunci/flash-sale'
 import pg from 'pg'
 import { describe, expect, it } from 'vitest'
 import { startEmbeddedSql } from '../../src/db/embedded.js'
-import { migrate } from '../../src/db/migrate.js'
 
 /**
  * Several pools (as the service instances and the worker are several processes) sending

@@ -1,8 +1,18 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
+import { createRequire } from 'node:module'
 
-/** The built CLI; the same path from src/stack and dist/stack (both two levels under the package). */
-export const CLI_PATH = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+let cliPath: string | undefined
+
+/**
+ * The service's built CLI (`flash-sale serve | worker | migrate | reconcile`), found through the
+ * package's `./cli` export, never by a path into apps/flash-sale. Node's resolver, not the
+ * bundler's: the child runs the built JavaScript also when this module is run from source.
+ * Resolved on first use, since it throws MODULE_NOT_FOUND until the service is built.
+ */
+export function serviceCliPath(): string {
+  cliPath ??= createRequire(import.meta.url).resolve('@kunci/flash-sale/cli')
+  return cliPath
+}
 
 /**
  * A service or worker process of the local stack: started with the stack's environment, killable
@@ -33,7 +43,7 @@ export class StackProcess {
   }
 
   start(): void {
-    const child = spawn(process.execPath, [CLI_PATH, ...this.args], {
+    const child = spawn(process.execPath, [serviceCliPath(), ...this.args], {
       env: { ...process.env, ...this.env, FLASH_SALE_EXIT_WITH_PARENT: '1' },
       // The IPC channel tells the child when this process is gone, even by SIGKILL (see main.ts).
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],

@@ -13,6 +13,7 @@
 //   while the crowd retries), since that crowd is what kept the checkout down.
 // - `full` runs the articles' whole ramp (30s→100, 1m→500, 30s→0) once per strategy, on the
 //   story phase; the throughput phase keeps the default length.
+import { saleKeys } from '@kunci/flash-sale'
 import {
   type ChaosStep,
   type FaultHandler,
@@ -24,7 +25,6 @@ import {
 } from '@kunci/topology'
 import { keySlot } from 'kunci'
 import type { Stage } from '../load/stages.js'
-import { saleKeys } from '../redis/keys.js'
 import type { StackProcess } from '../stack/child.js'
 import type { DemoProfile } from './demo-options.js'
 

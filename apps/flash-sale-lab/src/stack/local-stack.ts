@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { aclUserArgs, connectDb, type Durability, migrate, type Strategy } from '@kunci/flash-sale'
 import {
   DEFAULT_ADMIN_USERNAME,
   findFreePort,
@@ -13,12 +14,8 @@ import {
   startNodes,
   type TopologyTls,
 } from '@kunci/topology'
-import type { Durability, Strategy } from '../config.js'
-import { connectDb } from '../db/database.js'
 import { type EmbeddedSql, startEmbeddedSql } from '../db/embedded.js'
-import { migrate } from '../db/migrate.js'
 import { type Observability, startObservability } from '../observe/local-observability.js'
-import { aclUserArgs } from '../redis/acl.js'
 import { StackProcess } from './child.js'
 
 export interface StackOptions {
@@ -94,7 +91,7 @@ async function waitReady(url: string, timeoutMs: number, alive: () => boolean): 
 }
 
 /**
- * The whole local stack of `flash-sale up`: a 3+3 Redis Cluster and 5 independent lock nodes
+ * The whole local stack of `flash-sale-lab up`: a 3+3 Redis Cluster and 5 independent lock nodes
  * (the `default` user off, an admin ACL user for the operator, topology and the exporters, an ACL
  * user for the app that may not run KEYS, FLUSHALL, CONFIG SET, DEBUG…; TLS only with `tls`), SQL (PostgreSQL or the embedded PGlite), migrations, the service (node:cluster
  * instances on one port) and a worker, as separate processes.

@@ -1,4 +1,4 @@
-// One progress line per second: `flash-sale load` rewrites it in place on a TTY, the demo
+// One progress line per second: `flash-sale-lab load` rewrites it in place on a TTY, the demo
 // composes its own from the same LoadSecond.
 import type { LoadSecond } from './result.js'
 

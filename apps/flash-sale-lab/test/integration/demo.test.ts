@@ -59,7 +59,7 @@ describe('the demo checker', () => {
 
 // The demo's own scenario at --profile quick: every strategy on its own real stack (3+3 Redis
 // Cluster, 5 lock nodes, PostgreSQL, 2 service processes, a worker), every fault.
-describe('flash-sale demo, quick profile, every fault', () => {
+describe('flash-sale-lab demo, quick profile, every fault', () => {
   let dir: string
   let result: DemoResult
 

@@ -2,9 +2,9 @@ import { parseArgs } from 'node:util'
 import { startStack } from '../stack/local-stack.js'
 import type { Command } from './command.js'
 
-const HELP = `usage: flash-sale up [--strategy lua|redlock|naive] [--instances 2] [--durability replica|none]
-                     [--product 9921] [--stock 100] [--price 49.99] [--port 8080]
-                     [--database-url postgres://…] [--queue-url amqp://…] [--tls] [--observe] [--json] [--quiet]
+const HELP = `usage: flash-sale-lab up [--strategy lua|redlock|naive] [--instances 2] [--durability replica|none]
+                         [--product 9921] [--stock 100] [--price 49.99] [--port 8080]
+                         [--database-url postgres://…] [--queue-url amqp://…] [--tls] [--observe] [--json] [--quiet]
 
 Starts a whole local stack: a 3+3 Redis Cluster and 5 independent lock nodes (default user off,
 an admin ACL user for the operator, a restricted one for the app), SQL (embedded PGlite unless --database-url), the service (--instances processes on one
@@ -40,7 +40,7 @@ export const upCommand: Command = {
         },
       }).values
     } catch (err) {
-      console.error(`flash-sale up: ${(err as Error).message}\n\n${HELP}`)
+      console.error(`flash-sale-lab up: ${(err as Error).message}\n\n${HELP}`)
       return 2
     }
     if (values.help) {
@@ -66,7 +66,7 @@ export const upCommand: Command = {
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(String(values.product)))
       problems.push('--product: an id (A-Z a-z 0-9 _ -)')
     if (problems.length) {
-      console.error(`flash-sale up:\n  ${problems.join('\n  ')}`)
+      console.error(`flash-sale-lab up:\n  ${problems.join('\n  ')}`)
       return 2
     }
     const log = (l: string) => values.quiet || console.error(l)

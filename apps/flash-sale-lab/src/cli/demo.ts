@@ -1,4 +1,4 @@
-// `flash-sale demo` (npm run demo): naive, redlock and lua under a ramped crowd and real faults,
+// `flash-sale-lab demo` (npm run demo): naive, redlock and lua under a ramped crowd and real faults,
 // a table per strategy, a verdict and report/index.html. Exit codes: 0 lua and redlock held every
 // invariant, 1 one broke (or the run did not finish), 2 bad options, 130 stopped by Ctrl-C.
 import { parseArgs } from 'node:util'
@@ -8,9 +8,9 @@ import { runDemo } from '../demo/run-demo.js'
 import { formatSummary } from '../demo/summary-table.js'
 import type { Command } from './command.js'
 
-const HELP = `usage: flash-sale demo [--profile quick|default|full] [--strategies naive,redlock,lua]
-                       [--database-url postgres://…] [--sql embedded|postgres|auto]
-                       [--report-dir ${DEFAULT_DEMO_OPTIONS.reportDir}] [--instances ${DEFAULT_DEMO_OPTIONS.instances}] [--echo]
+const HELP = `usage: flash-sale-lab demo [--profile quick|default|full] [--strategies naive,redlock,lua]
+                           [--database-url postgres://…] [--sql embedded|postgres|auto]
+                           [--report-dir ${DEFAULT_DEMO_OPTIONS.reportDir}] [--instances ${DEFAULT_DEMO_OPTIONS.instances}] [--echo]
 
 Per strategy, a whole local stack (3+3 Redis Cluster, 5 lock nodes, SQL, ${DEFAULT_DEMO_OPTIONS.instances} service processes,
 a worker), a sale of 100 units of product 9921, then a larger sale, each under a ramp of many
@@ -74,7 +74,7 @@ export const demoCommand: Command = {
       args = parseDemoArgs(argv)
     } catch (err) {
       if (!(err instanceof DemoError)) throw err
-      console.error(`flash-sale demo: ${err.message}`)
+      console.error(`flash-sale-lab demo: ${err.message}`)
       return 2
     }
     if (args.help) {
@@ -109,7 +109,7 @@ export const demoCommand: Command = {
       return result.ok ? 0 : 1
     } catch (err) {
       if (!(err instanceof DemoError)) throw err
-      console.error(`flash-sale demo: ${err.message}`)
+      console.error(`flash-sale-lab demo: ${err.message}`)
       return 2
     } finally {
       process.off('SIGINT', onSigint)

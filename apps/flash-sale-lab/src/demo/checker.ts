@@ -1,7 +1,7 @@
 // The demo's invariant checker: what the clients were told (the load's 200/202 answers) against
 // what SQL holds at the end. The same checks as the integration tests, in the service's own
 // terms: oversold, every 200 persisted for the same user, nobody twice, one payment per order.
-import type { Db } from '../db/database.js'
+import type { Db } from '@kunci/flash-sale'
 import type { LoadResult } from '../load/result.js'
 
 /** What SQL holds for the current round of one sale. */

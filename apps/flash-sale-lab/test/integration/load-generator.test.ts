@@ -269,7 +269,7 @@ describe('runLoad against a tiny fastify checkout', () => {
   }, 30_000)
 })
 
-describe('flash-sale load (CLI)', () => {
+describe('flash-sale-lab load (CLI)', () => {
   it('runs, writes --json and prints a summary; bad options exit 2', async () => {
     const server = await startServer({ stock: 5, delay: () => 2 })
     const dir = mkdtempSync(join(tmpdir(), 'load-cli-'))

@@ -7,10 +7,10 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { createServiceMetrics } from '@kunci/flash-sale'
 import { type NodeSet, startNodes } from '@kunci/topology'
 import { Registry } from 'prom-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createServiceMetrics } from '../../src/metrics/service-metrics.js'
 import {
   type Observability,
   ObservabilityError,

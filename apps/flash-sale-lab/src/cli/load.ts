@@ -1,4 +1,4 @@
-// `flash-sale load`: drives POST /v1/checkout with k6-style ramping VUs and writes the result
+// `flash-sale-lab load`: drives POST /v1/checkout with k6-style ramping VUs and writes the result
 // as JSON for the HTML report. Exit codes: 0 done, 1 no request got an HTTP answer, 2 bad options.
 import { writeFile } from 'node:fs/promises'
 import { parseArgs } from 'node:util'
@@ -10,7 +10,7 @@ import type { LoadResult } from '../load/result.js'
 import { runLoad } from '../load/run-load.js'
 import { parseStages } from '../load/stages.js'
 
-const HELP = `flash-sale load [options]
+const HELP = `flash-sale-lab load [options]
 
   --url <url>             service base URL                    (default ${DEFAULT_LOAD_OPTIONS.url})
   --stages <list>         k6-style ramp 'duration:vus,...'     (default 30s:100,1m:500,30s:0)
@@ -29,8 +29,8 @@ const HELP = `flash-sale load [options]
   -h, --help
 
 Durations: 500ms, 20s, 1m, 1m30s. Examples:
-  flash-sale load --stages 10s:50,20s:200,10s:0 --double-click 0.1 --json load.json
-  flash-sale load --stages 1s:200,30s:200 --repeat 1 --max-retries inf --retry-delay 100ms-300ms
+  flash-sale-lab load --stages 10s:50,20s:200,10s:0 --double-click 0.1 --json load.json
+  flash-sale-lab load --stages 1s:200,30s:200 --repeat 1 --max-retries inf --retry-delay 100ms-300ms
                                                 # the retry storm of a sold-out sale`
 
 function num(option: string, value: string | undefined): number | undefined {
@@ -157,7 +157,7 @@ export const loadCommand = {
       args = parseLoadArgs(argv)
     } catch (err) {
       if (!(err instanceof LoadError)) throw err
-      process.stderr.write(`flash-sale load: ${err.message}\n`)
+      process.stderr.write(`flash-sale-lab load: ${err.message}\n`)
       return 2
     }
     if (args.help) {
@@ -176,7 +176,7 @@ export const loadCommand = {
       })
     } catch (err) {
       if (!(err instanceof LoadError)) throw err
-      process.stderr.write(`flash-sale load: ${err.message}\n`)
+      process.stderr.write(`flash-sale-lab load: ${err.message}\n`)
       return 2
     } finally {
       process.off('SIGINT', onSigint)
@@ -186,7 +186,7 @@ export const loadCommand = {
     process.stdout.write(`${formatSummary(result)}\n`)
     if (result.totals.requests > 0 && result.totals.answered === 0) {
       const err = new TargetUnreachableError(result.options.url, result.totals.transportErrors)
-      process.stderr.write(`flash-sale load: ${err.message}\n`)
+      process.stderr.write(`flash-sale-lab load: ${err.message}\n`)
       return 1
     }
     return 0

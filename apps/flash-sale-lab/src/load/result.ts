@@ -1,4 +1,4 @@
-// The load run's result: plain JSON (`flash-sale load --json out.json`), read by the HTML report.
+// The load run's result: plain JSON (`flash-sale-lab load --json out.json`), read by the HTML report.
 //
 // `version` changes whenever a field changes meaning or goes away (additions keep it):
 //   1: this layout.
