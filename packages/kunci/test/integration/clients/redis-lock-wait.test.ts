@@ -252,7 +252,7 @@ describe.each(CLIENT_KINDS)('RedisLock waitForReplicas with $name', ({ name, mak
           `max rounds per acquire ${Math.max(0, ...w.roundsPerAcquire)}, overlapping rounds ${overlaps(w.rounds)}`,
       )
 
-    // --- (c) healthy: every grant is confirmed by a round, with the replica's ack.
+    // --- (c) healthy: grants wait for shared rounds, which the replica acknowledges.
     const healthy = await measure()
     report('healthy', healthy)
     expect(healthy.errors).toBe(0)
@@ -332,8 +332,9 @@ describe.each(CLIENT_KINDS)('RedisLock waitForReplicas with $name', ({ name, mak
     const admin = new Redis({ port: node.port })
     closers.push(async () => admin.disconnect())
     const client = await kind.standalone(node)
-    // A standalone node has no replica: WAIT runs its whole timeout, long enough to pause the node in it.
-    const timeoutMs = 300
+    // A standalone node has no replica: WAIT runs its whole timeout, long enough to see it
+    // blocked in CLIENT LIST and pause the node in it.
+    const timeoutMs = 1000
     const nodeTimeoutMs = 200
     const locks = new RedisLock({
       client,
