@@ -60,7 +60,7 @@ export type {
   UsingOptions,
 } from './lock/lock-options.js'
 export { DEFAULT_LOCK_OPTIONS } from './lock/lock-options.js'
-export type { RedisLockOptions } from './lock/redis-lock.js'
+export type { RedisLockOptions, WaitForReplicasOptions } from './lock/redis-lock.js'
 export { RedisLock } from './lock/redis-lock.js'
 export type { RedlockOptions } from './lock/redlock.js'
 export { Redlock } from './lock/redlock.js'

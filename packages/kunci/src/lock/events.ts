@@ -14,6 +14,7 @@ export const RELEASED_CHANNEL = 'kunci:lock:released'
 export const EXTENDED_CHANNEL = 'kunci:lock:extended'
 export const QUARANTINE_CHANNEL = 'kunci:lock:quarantined'
 export const WARNING_CHANNEL = 'kunci:lock:warning'
+export const REPLICA_WAIT_CHANNEL = 'kunci:lock:replica-wait'
 
 export const LOCK_CHANNELS = Object.freeze([
   ACQUIRED_CHANNEL,
@@ -25,6 +26,7 @@ export const LOCK_CHANNELS = Object.freeze([
   EXTENDED_CHANNEL,
   QUARANTINE_CHANNEL,
   WARNING_CHANNEL,
+  REPLICA_WAIT_CHANNEL,
 ])
 
 const channels = new Map(LOCK_CHANNELS.map((name) => [name, channel(name)]))

@@ -8,16 +8,38 @@ import type { Lock } from './lock.js'
 import type { LockManagerOptions } from './lock-options.js'
 import type { LockTarget } from './node-ops.js'
 import { Redlock } from './redlock.js'
+import { ReplicaWait } from './replica-wait.js'
+
+/**
+ * Wait after each grant until `replicas` replicas of the master hold it, at most about
+ * `timeoutMs`: one `WAIT` in flight per master, on a connection of kunci's own, shared by the
+ * grants made meanwhile (replica-wait.ts). Best effort: it narrows the window in which a
+ * failover loses the lock, it does not close it (see docs/locks.md).
+ */
+export interface WaitForReplicasOptions {
+  /** Replicas that must acknowledge. */
+  replicas: number
+  /** WAIT's timeout, in ms. A grant waits at most for the round in flight and its own. */
+  timeoutMs: number
+  /**
+   * After a round ends with fewer acknowledgements than `replicas` (say the promoted master of a
+   * failover has no replica), grants are not confirmed and return at once; one round this often
+   * checks whether the replicas are back, in ms. @defaultValue 1000
+   */
+  probeIntervalMs?: number
+}
+
+/** The defaults of `waitForReplicas`. Keep the `@defaultValue` tags above in step with this table. */
+const DEFAULT_WAIT_FOR_REPLICAS = Object.freeze({ probeIntervalMs: 1_000 })
 
 export interface RedisLockOptions extends LockManagerOptions {
   /** A standalone or Cluster client: ioredis, or node-redis v5 connected first (docs/locks.md "Clients"). */
   client: KunciClient
   /**
-   * After each grant, `WAIT replicas timeoutMs` for replica acknowledgement. Best effort: it
-   * narrows the window in which a failover loses the lock, it does not close it (see docs/locks.md).
-   * @defaultValue undefined (no WAIT)
+   * After each grant, wait (best effort, bounded) for replica acknowledgement; see
+   * `WaitForReplicasOptions`. @defaultValue undefined (no WAIT)
    */
-  waitForReplicas?: { replicas: number; timeoutMs: number }
+  waitForReplicas?: WaitForReplicasOptions
 }
 
 /**
@@ -26,8 +48,9 @@ export interface RedisLockOptions extends LockManagerOptions {
  * data; use `Redlock` when a node crash must not break mutual exclusion.
  */
 export class RedisLock extends Redlock {
-  #wait: { replicas: number; timeoutMs: number } | undefined
-  #port: RedisPort
+  /** Set with `waitForReplicas` only: without it a grant does no extra work. */
+  readonly #replicas: ReplicaWait | undefined
+  readonly #port: RedisPort
 
   constructor(options: RedisLockOptions) {
     if (options === null || typeof options !== 'object')
@@ -38,16 +61,28 @@ export class RedisLock extends Redlock {
     super({ ...rest, clients: [given] })
     this.#port = port
     if (waitForReplicas !== undefined) {
-      const w = object<{ replicas?: unknown; timeoutMs?: unknown }>(
+      const w = object<{ replicas?: unknown; timeoutMs?: unknown; probeIntervalMs?: unknown }>(
         'waitForReplicas',
         waitForReplicas,
-        '{ replicas: integer >= 1, timeoutMs: integer >= 1 }',
+        '{ replicas: integer >= 1, timeoutMs: integer >= 1, probeIntervalMs?: integer >= 1 }',
       )
-      this.#wait = {
+      this.#replicas = new ReplicaWait(port, this.options.prefix, {
         replicas: integer('waitForReplicas', w.replicas, { min: 1, hint: 'replicas' }),
         timeoutMs: integer('waitForReplicas', w.timeoutMs, { min: 1, hint: 'timeoutMs' }),
-      }
+        probeIntervalMs: integer(
+          'waitForReplicas',
+          w.probeIntervalMs ?? DEFAULT_WAIT_FOR_REPLICAS.probeIntervalMs,
+          { min: 1, hint: 'probeIntervalMs' },
+        ),
+        slackMs: this.options.nodeTimeoutMs,
+      })
     }
+  }
+
+  /** Also closes the connections `waitForReplicas` opened. */
+  override async close(): Promise<void> {
+    await super.close()
+    await this.#replicas?.close()
   }
 
   protected override target(resources: string | readonly string[]): LockTarget {
@@ -73,20 +108,6 @@ export class RedisLock extends Redlock {
   }
 
   protected override afterGrant(lock: Lock): Promise<void> | undefined {
-    if (!this.#wait) return undefined
-    const { replicas, timeoutMs } = this.#wait
-    const port = this.#port
-    const cluster = port.cluster
-    let node: Pick<RedisPort, 'send'> | undefined = port
-    if (cluster) {
-      const owner = cluster.ownerOf(keySlot(lock.target.lockKeys[0]!))
-      node = owner === undefined ? undefined : cluster.masters().find((m) => m.address === owner)
-    }
-    if (!node) return undefined
-    // WAIT only counts writes made on the same connection, which is the one the script used.
-    return node.send('wait', [replicas, timeoutMs]).then(
-      () => undefined,
-      () => undefined,
-    )
+    return this.#replicas?.confirm(lock.resources[0]!, lock.target.lockKeys[0]!)
   }
 }

@@ -225,7 +225,7 @@ export class Redlock implements LockOwner {
     return buildTarget(this.options.prefix, resources)
   }
 
-  /** Hook for the single-node lock (WAIT for replicas). */
+  /** Hook for the single-node lock (WAIT for replicas); `undefined` when there is nothing to wait for. */
   protected afterGrant(_lock: Lock): Promise<void> | undefined {
     return undefined
   }
@@ -269,7 +269,8 @@ export class Redlock implements LockOwner {
             lock.markEnded('released')
             throw new AcquireAbortedError(target.resources, { cause: signal.reason })
           }
-          await this.afterGrant(lock)
+          const confirming = this.afterGrant(lock)
+          if (confirming) await confirming
           if (hasSubscribers(ACQUIRED_CHANNEL)) {
             publishEvent(ACQUIRED_CHANNEL, {
               resources: target.resources,

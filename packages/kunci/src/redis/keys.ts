@@ -6,6 +6,9 @@
  *   P{R}         the lock: holder token (+ "!" while another process waits), with a TTL
  *   P{R}:fence   the highest fencing token this node granted for R (persistent)
  *   P{R}:q       waiting clients, oldest first (sorted set, TTL): a release wakes only the oldest
+ *   P{R}:acked   RedisLock waitForReplicas: written just before a WAIT round on the master that
+ *                granted a lock on R (replica-wait.ts); only its place in the replication stream
+ *                matters, and it expires within a second
  */
 
 export interface LockKeys {
@@ -17,6 +20,11 @@ export interface LockKeys {
 export function lockKeys(prefix: string, resource: string): LockKeys {
   const lock = `${prefix}{${resource}}`
   return { lock, fence: `${lock}:fence`, queue: `${lock}:q` }
+}
+
+/** The marker a WAIT round writes first: in the slot of R's lock, so only R's master accepts it. */
+export function replicaMarkerKey(prefix: string, resource: string): string {
+  return `${prefix}{${resource}}:acked`
 }
 
 /**

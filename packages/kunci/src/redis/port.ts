@@ -67,15 +67,46 @@ export interface SubscriberOptions {
   readonly name?: string
 }
 
+/**
+ * A plain command connection kunci opened to one node, for a command that holds its connection
+ * while it waits (WAIT): on a connection of its own it can hold nothing but itself, never the
+ * user's client (STYLE.md §11). kunci closes it.
+ *
+ * It connects on `connect()` and never reconnects: after a drop every command fails, `closed`
+ * is true, and the owner opens a new one. No auto-pipeline, no offline queue: a command goes
+ * out when it is sent, in call order. Keys are sent as given (no client key prefix).
+ */
+export interface Connection {
+  /** Connects (and logs in as the user's client does); the same promise on every call. */
+  connect(): Promise<void>
+  /** Dropped, failed to connect, or closed: open a new one. */
+  readonly closed: boolean
+  /** One command, after `connect()` resolved; replies as in `send` of the port. */
+  send(command: string, args: readonly Arg[]): Promise<unknown>
+  /** QUIT, or a hard disconnect if that fails. */
+  close(): Promise<void>
+  /** Drops the connection at once; commands in flight fail. */
+  destroy(): void
+}
+
+export interface ConnectionOptions {
+  /** How long `connect()` may take before it fails. */
+  readonly connectTimeoutMs: number
+  /** CLIENT SETNAME, so CLIENT LIST shows whose connection it is. */
+  readonly name?: string
+}
+
 /** One connection to one server: a standalone node, or one node of a cluster. */
 export interface NodeConn {
-  /** `host:port` as the cluster's slot table names the node. */
+  /** `host:port` as the cluster's slot table names the node (a standalone node: its socket path if it has one). */
   readonly address: string
   /** Connected and ready for commands now. */
   readonly ready: boolean
   send(command: string, args: readonly Arg[], options?: SendOptions): Promise<unknown>
   /** A subscriber connection to this node only. */
   subscriber(options: SubscriberOptions): Subscriber
+  /** A new plain command connection to this node only, with the user's client's settings (auth, TLS). */
+  connection(options: ConnectionOptions): Connection
 }
 
 /** What kunci reads of a cluster, besides routing its commands by key. */
@@ -102,6 +133,11 @@ export interface RedisPort {
   readonly keyPrefix: string
   /** Where a standalone client connects (`host:port/db` or a socket path), for the same-node check. */
   readonly identity: string
+  /**
+   * A standalone client's server as one node (its address, connections of kunci's own to it);
+   * undefined on a cluster, whose nodes `cluster` lists.
+   */
+  readonly node: NodeConn | undefined
   /** Connected and ready for commands now. */
   readonly ready: boolean
   send(command: string, args: readonly Arg[], options?: SendOptions): Promise<unknown>

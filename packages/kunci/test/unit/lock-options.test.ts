@@ -60,6 +60,15 @@ describe('lock manager options are checked at once', () => {
       () => new RedisLock({ client: client(6), waitForReplicas: { replicas: 0, timeoutMs: 10 } }),
       'waitForReplicas',
     ],
+    [
+      'RedisLock waitForReplicas probeIntervalMs 0',
+      () =>
+        new RedisLock({
+          client: client(7),
+          waitForReplicas: { replicas: 1, timeoutMs: 10, probeIntervalMs: 0 },
+        }),
+      'waitForReplicas',
+    ],
   ])('%s', (_name, make, option) => {
     expect(optionOf(make)).toBe(option)
   })

@@ -2,7 +2,8 @@
  * The port (port.ts) on an ioredis 5 or 6 client. Everything kunci knows of ioredis is in this
  * folder: commands as `call`/`callBuffer`, or around the auto-pipeline for clients of kunci's own
  * ioredis copy (command.ts); the corked hit reads (reader.ts); the Cluster slot table; script
- * preloading on a standalone connection.
+ * preloading on a standalone connection; subscribers and plain connections of kunci's own,
+ * duplicated from the user's client or node connection (subscriber.ts, connection.ts).
  *
  * Around the auto-pipeline (`enableAutoPipelining`), for clients of kunci's ioredis copy:
  * - **Cluster scripts: correctness.** ioredis files an auto-pipelined command under the slot of
@@ -23,7 +24,9 @@ import type { Cluster, Redis } from 'ioredis'
 import type {
   Arg,
   ClusterView,
+  Connection,
   ConnectionEvents,
+  ConnectionOptions,
   NodeConn,
   RedisPort,
   SendOptions,
@@ -31,6 +34,7 @@ import type {
   SubscriberOptions,
 } from '../port.js'
 import { commandSender, type SendCommand } from './command.js'
+import { connectionOptions, IoredisConnection } from './connection.js'
 import { clusterReader, type ReadValue, standaloneReader } from './reader.js'
 import { IoredisSubscriber, subscriberOptions } from './subscriber.js'
 import type { RedisClient } from './types.js'
@@ -91,7 +95,7 @@ class Sender {
   }
 }
 
-/** One node connection (a standalone client, or a master of a Cluster). */
+/** One node connection: a master (or replica) of a Cluster. */
 class IoredisNode implements NodeConn {
   readonly address: string
   readonly #conn: Redis
@@ -114,6 +118,10 @@ class IoredisNode implements NodeConn {
   subscriber(options: SubscriberOptions): Subscriber {
     return new IoredisSubscriber(this.#conn.duplicate(subscriberOptions(options)), options.lazy === true)
   }
+
+  connection(options: ConnectionOptions): Connection {
+    return new IoredisConnection(this.#conn.duplicate(connectionOptions(options)))
+  }
 }
 
 function watchOn(client: Redis | Cluster, events: ConnectionEvents): () => void {
@@ -127,11 +135,14 @@ function watchOn(client: Redis | Cluster, events: ConnectionEvents): () => void 
   }
 }
 
-class IoredisStandalonePort implements RedisPort {
+/** A standalone client: the port, and its server as a node (`node` is the port itself). */
+class IoredisStandalonePort implements RedisPort, NodeConn {
   readonly library = 'ioredis'
   readonly cluster = undefined
+  readonly node: NodeConn = this
   readonly keyPrefix: string
   readonly identity: string
+  readonly address: string
   readonly #client: Redis
   readonly #sender: Sender
   #reader: ReadValue | undefined
@@ -143,7 +154,8 @@ class IoredisStandalonePort implements RedisPort {
     this.#sender = new Sender(client, false)
     const o = optionsOf(client)
     this.keyPrefix = o.keyPrefix ?? ''
-    this.identity = o.path ? o.path : `${o.host ?? 'localhost'}:${o.port ?? 6379}/${o.db ?? 0}`
+    this.address = o.path ? o.path : `${o.host ?? 'localhost'}:${o.port ?? 6379}`
+    this.identity = o.path ? o.path : `${this.address}/${o.db ?? 0}`
   }
 
   get ready(): boolean {
@@ -190,11 +202,16 @@ class IoredisStandalonePort implements RedisPort {
   subscriber(options: SubscriberOptions): Subscriber {
     return new IoredisSubscriber(this.#client.duplicate(subscriberOptions(options)), options.lazy === true)
   }
+
+  connection(options: ConnectionOptions): Connection {
+    return new IoredisConnection(this.#client.duplicate(connectionOptions(options)))
+  }
 }
 
 class IoredisClusterPort implements RedisPort, ClusterView {
   readonly library = 'ioredis'
   readonly cluster: ClusterView = this
+  readonly node = undefined
   readonly keyPrefix: string
   readonly identity = 'cluster'
   readonly #client: Cluster

@@ -9,13 +9,16 @@
 import type {
   Arg,
   ClusterView,
+  Connection,
   ConnectionEvents,
+  ConnectionOptions,
   NodeConn,
   RedisPort,
   SendOptions,
   Subscriber,
   SubscriberOptions,
 } from '../port.js'
+import { connectionOverrides, type NodeRedisConnClient, NodeRedisConnection } from './connection.js'
 import { NodeRedisSubscriber, subscriberOverrides } from './subscriber.js'
 import {
   BUFFER_REPLIES,
@@ -64,11 +67,20 @@ class NodeRedisNode implements NodeConn {
     const c = base.duplicate(subscriberOverrides(base, options)) as NodeRedisPubSub & NodeRedisClient
     return new NodeRedisSubscriber(c, options.lazy === true, () => c.sendCommand(['PING']))
   }
+
+  /** A connection of its own to this node (node-redis connects the node's client first if needed). */
+  connection(options: ConnectionOptions): Connection {
+    return new NodeRedisConnection(async () => {
+      const base = (await this.#cluster.nodeClient(this.#node)) as NodeRedisClient
+      return base.duplicate(connectionOverrides(base, options)) as NodeRedisConnClient
+    })
+  }
 }
 
 export class NodeRedisClusterPort implements RedisPort, ClusterView {
   readonly library = 'node-redis'
   readonly cluster: ClusterView = this
+  readonly node = undefined
   readonly keyPrefix = ''
   readonly identity = 'cluster'
   readonly #client: NodeRedisCluster

@@ -7,7 +7,18 @@
  * No `error` listener goes on the user's client: whether an error event crashes their process
  * stays their choice.
  */
-import type { Arg, ConnectionEvents, RedisPort, SendOptions, Subscriber, SubscriberOptions } from '../port.js'
+import type {
+  Arg,
+  Connection,
+  ConnectionEvents,
+  ConnectionOptions,
+  NodeConn,
+  RedisPort,
+  SendOptions,
+  Subscriber,
+  SubscriberOptions,
+} from '../port.js'
+import { connectionOverrides, type NodeRedisConnClient, NodeRedisConnection } from './connection.js'
 import { NodeRedisSubscriber, subscriberOverrides } from './subscriber.js'
 import {
   BUFFER_REPLIES,
@@ -18,11 +29,14 @@ import {
   STRING_REPLIES,
 } from './types.js'
 
-export class NodeRedisStandalonePort implements RedisPort {
+/** A standalone client: the port, and its server as a node (`node` is the port itself). */
+export class NodeRedisStandalonePort implements RedisPort, NodeConn {
   readonly library = 'node-redis'
   readonly cluster = undefined
+  readonly node: NodeConn = this
   readonly keyPrefix = ''
   readonly identity: string
+  readonly address: string
   readonly #client: NodeRedisClient & Events
   #up: boolean
   readonly #watchers = new Set<ConnectionEvents>()
@@ -36,7 +50,8 @@ export class NodeRedisStandalonePort implements RedisPort {
       client as { options?: { socket?: { host?: string; port?: number; path?: string }; database?: number } }
     ).options
     const s = o?.socket
-    this.identity = s?.path ? s.path : `${s?.host ?? 'localhost'}:${s?.port ?? 6379}/${o?.database ?? 0}`
+    this.address = s?.path ? s.path : `${s?.host ?? 'localhost'}:${s?.port ?? 6379}`
+    this.identity = s?.path ? s.path : `${this.address}/${o?.database ?? 0}`
     client.on('ready', () => {
       this.#up = true
       for (const w of [...this.#watchers]) w.ready()
@@ -76,6 +91,13 @@ export class NodeRedisStandalonePort implements RedisPort {
     const c = this.#client.duplicate(subscriberOverrides(this.#client, options)) as NodeRedisPubSub &
       NodeRedisClient
     return new NodeRedisSubscriber(c, options.lazy === true, () => c.sendCommand(['PING']))
+  }
+
+  connection(options: ConnectionOptions): Connection {
+    const base = this.#client
+    return new NodeRedisConnection(
+      async () => base.duplicate(connectionOverrides(base, options)) as NodeRedisConnClient,
+    )
   }
 
   #down = (): void => {
