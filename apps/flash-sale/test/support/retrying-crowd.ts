@@ -15,6 +15,8 @@ export interface CrowdRequest {
   /** HTTP status; 0 for a timeout or a connection error. */
   status: number
   code: string | undefined
+  /** The error's message, for a test's failure output. */
+  message?: string
   orderId: string | undefined
 }
 
@@ -82,7 +84,7 @@ export async function runRetryingCrowd(o: CrowdOptions): Promise<CrowdResult> {
         bodyTimeout: timeoutMs,
       })
       const text = await res.body.text()
-      let body: { order_id?: string; error?: { code?: string; order_id?: string } } = {}
+      let body: { order_id?: string; error?: { code?: string; order_id?: string; message?: string } } = {}
       try {
         body = JSON.parse(text)
       } catch {}
@@ -94,6 +96,7 @@ export async function runRetryingCrowd(o: CrowdOptions): Promise<CrowdResult> {
         serverMs: timing ? Number(timing[1]) : undefined,
         status: res.statusCode,
         code: body.error?.code,
+        ...(body.error?.message ? { message: body.error.message } : {}),
         orderId: body.order_id ?? body.error?.order_id,
       }
     } catch {
