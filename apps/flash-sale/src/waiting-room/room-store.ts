@@ -1,0 +1,293 @@
+import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { ChainableCommander } from 'ioredis'
+import { isRedirect, type RedisClient, refreshSlots } from '../redis/connect.js'
+import { UnexpectedScriptReplyError } from '../sale/sale-store.js'
+import { isNoScript } from '../sale/scripts.js'
+import { configureKeys, gateKeys, roomKeys, visitKeys } from './room-keys.js'
+import type { ResolvedWaitingRoom } from './room-options.js'
+
+/**
+ * A script of the room, read once from `./scripts/<name>.lua` and run by SHA with a fall-back to
+ * its source: the same contract as sale/scripts.ts's SaleScript, kept beside the room's scripts
+ * so the two modules can move independently.
+ */
+class RoomScript {
+  readonly source: string
+  readonly sha: string
+  constructor(
+    readonly name: string,
+    readonly keyCount: number,
+  ) {
+    this.source = readFileSync(new URL(`./scripts/${name}.lua`, import.meta.url), 'utf8')
+    this.sha = createHash('sha1').update(this.source).digest('hex')
+  }
+
+  async run(client: RedisClient, keys: readonly string[], args: readonly (string | number)[]) {
+    try {
+      return await client.evalsha(this.sha, this.keyCount, ...keys, ...args)
+    } catch (err) {
+      if (!isNoScript(err)) throw err
+      return await client.eval(this.source, this.keyCount, ...keys, ...args)
+    }
+  }
+
+  queue(
+    pipeline: ChainableCommander,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    useSource = false,
+  ): ChainableCommander {
+    return useSource
+      ? pipeline.eval(this.source, this.keyCount, ...keys, ...args)
+      : pipeline.evalsha(this.sha, this.keyCount, ...keys, ...args)
+  }
+}
+
+export const ROOM_SCRIPTS = {
+  configure: new RoomScript('configure', 6),
+  visit: new RoomScript('visit', 9),
+  gate: new RoomScript('gate', 5),
+}
+
+export type VisitStatus = 'waiting' | 'admitted' | 'sold_out' | 'closed'
+export type VisitReason = '' | 'sale_ended' | 'purchased' | 'dropped' | 'admission_expired'
+
+export type VisitReply =
+  | { kind: 'off' }
+  | { kind: 'unknown_product' }
+  | { kind: 'stale' }
+  | {
+      kind: 'answer'
+      status: VisitStatus
+      reason: VisitReason
+      /** 1 = next in line; undefined unless waiting. */
+      position: number | undefined
+      etaMs: number | undefined
+      /** The caller's order key ('' when the caller has no place, e.g. the sale ended). */
+      orderKey: string
+      generation: string
+      admittedUntilMs: number | undefined
+      orderId: string | undefined
+      startsAtMs: number
+      /** Admissions per second over the last ~10 s. */
+      measuredRate: number
+      waiting: number
+      admitted: number
+      admittedNow: number
+      droppedNow: number
+      expiredNow: number
+      /** Time in line (ms) of each user this call admitted. */
+      waitsMs: number[]
+      /** Whether the replicas confirmed the call's writes (always true without WAIT). */
+      replicated: boolean
+    }
+
+export type GateReply =
+  | { code: 'OFF' | 'NO_TICKET' | 'STALE' | 'OK' | 'EXPIRED' | 'SOLD_OUT' }
+  | { code: 'NOT_ADMITTED'; position: number | undefined }
+
+const STATUSES = new Set(['waiting', 'admitted', 'sold_out', 'closed'])
+const REASONS = new Set(['', 'sale_ended', 'purchased', 'dropped', 'admission_expired'])
+const GATE_CODES = new Set(['OFF', 'NO_TICKET', 'STALE', 'OK', 'EXPIRED', 'SOLD_OUT', 'NOT_ADMITTED'])
+
+const opt = (n: number) => (n < 0 ? undefined : n)
+
+export function toVisitReply(reply: unknown, replicated: boolean): VisitReply {
+  if (!Array.isArray(reply)) throw new UnexpectedScriptReplyError('visit', reply)
+  if (reply.length === 1) {
+    if (reply[0] === 'OFF') return { kind: 'off' }
+    if (reply[0] === 'UNKNOWN_PRODUCT') return { kind: 'unknown_product' }
+    if (reply[0] === 'STALE') return { kind: 'stale' }
+  }
+  if (reply.length < 15 || !STATUSES.has(String(reply[0])) || !REASONS.has(String(reply[1]))) {
+    throw new UnexpectedScriptReplyError('visit', reply)
+  }
+  const n = (i: number) => Number(reply[i])
+  return {
+    kind: 'answer',
+    status: reply[0] as VisitStatus,
+    reason: reply[1] as VisitReason,
+    position: opt(n(2)),
+    etaMs: opt(n(3)),
+    orderKey: String(reply[4]),
+    generation: String(reply[5]),
+    admittedUntilMs: n(6) > 0 ? n(6) : undefined,
+    orderId: reply[7] === '' ? undefined : String(reply[7]),
+    startsAtMs: n(8),
+    measuredRate: n(9) / 1_000,
+    waiting: n(10),
+    admitted: n(11),
+    admittedNow: n(12),
+    droppedNow: n(13),
+    expiredNow: n(14),
+    waitsMs: reply.slice(15).map(Number),
+    replicated,
+  }
+}
+
+export function toGateReply(reply: unknown): GateReply {
+  if (!Array.isArray(reply) || !GATE_CODES.has(String(reply[0]))) {
+    throw new UnexpectedScriptReplyError('gate', reply)
+  }
+  if (reply[0] === 'NOT_ADMITTED') return { code: 'NOT_ADMITTED', position: opt(Number(reply[1])) }
+  return { code: reply[0] as Exclude<GateReply['code'], 'NOT_ADMITTED'> }
+}
+
+interface Pending {
+  script: RoomScript
+  keys: string[]
+  args: string[]
+  resolve: (r: { reply: unknown; replicated: boolean }) => void
+  reject: (err: unknown) => void
+}
+
+export interface RoomSetup {
+  generation: string
+  options: ResolvedWaitingRoom
+  secret: string
+  commitment: string
+}
+
+/**
+ * The Redis side of the waiting rooms. Writes (configure, visit) are followed by `WAIT
+ * <replicas>` like the checkout's reservations: an answer that says "admitted" or gives a place
+ * is on a replica before the user sees it (unless WAIT timed out, which `replicated` reports),
+ * so a failover does not take it back. The visits of one sale in one event-loop turn share one
+ * pipeline and one WAIT (group commit: thousands of polls a second cost a WAIT per turn).
+ */
+export class RoomStore {
+  readonly #batches = new Map<string, Pending[]>()
+
+  constructor(
+    readonly client: RedisClient,
+    readonly options: { replicas: number; waitTimeoutMs: number },
+  ) {}
+
+  async configure(productId: string, setup: RoomSetup | undefined): Promise<number> {
+    const o = setup?.options
+    const args = setup
+      ? [
+          '1',
+          setup.generation,
+          String(o!.admit_per_second),
+          String(o!.max_admitted),
+          String(o!.admission_seconds * 1_000),
+          String(o!.stock_factor),
+          String(o!.drop_after_seconds * 1_000),
+          setup.secret,
+          setup.commitment,
+        ]
+      : ['0', '', '', '', '', '', '', '', '']
+    const { reply } = await this.#write(
+      ROOM_SCRIPTS.configure,
+      productId,
+      configureKeys(roomKeys(productId)),
+      args,
+    )
+    return Number(reply)
+  }
+
+  async visit(
+    productId: string,
+    input: { mode: 'join' } | { mode: 'poll'; generation: string; orderKey: string },
+    userId: string,
+  ): Promise<VisitReply> {
+    const args =
+      input.mode === 'join' ? ['join', userId, '', ''] : ['poll', userId, input.generation, input.orderKey]
+    const { reply, replicated } = await this.#write(
+      ROOM_SCRIPTS.visit,
+      productId,
+      visitKeys(roomKeys(productId)),
+      args,
+    )
+    return toVisitReply(reply, replicated)
+  }
+
+  /** Read only: no WAIT. */
+  async gate(productId: string, userId: string, generation: string): Promise<GateReply> {
+    const reply = await ROOM_SCRIPTS.gate.run(this.client, gateKeys(roomKeys(productId)), [
+      userId,
+      generation,
+    ])
+    return toGateReply(reply)
+  }
+
+  /** The lottery's public commitment and secret, and with `entrants` the draw in rank order. */
+  async draw(productId: string, entrants: boolean) {
+    const k = roomKeys(productId)
+    const [gen, secret, commitment] = await this.client.hmget(k.room, 'gen', 'secret', 'commitment')
+    if (gen === null) return undefined
+    const list = entrants ? await this.client.zrange(k.draw, 0, -1, 'WITHSCORES') : []
+    const ranked: { user_id: string; rank: number }[] = []
+    for (let i = 0; i + 1 < list.length; i += 2) ranked.push({ user_id: list[i]!, rank: Number(list[i + 1]) })
+    return { generation: gen, secret: secret ?? '', commitment: commitment ?? '', entrants: ranked }
+  }
+
+  #write(script: RoomScript, productId: string, keys: string[], args: string[]) {
+    if (this.options.replicas === 0) {
+      return script.run(this.client, keys, args).then((reply) => ({ reply, replicated: true }))
+    }
+    return new Promise<{ reply: unknown; replicated: boolean }>((resolve, reject) => {
+      let batch = this.#batches.get(productId)
+      if (batch === undefined) {
+        const fresh: Pending[] = []
+        batch = fresh
+        this.#batches.set(productId, fresh)
+        setImmediate(() => {
+          this.#batches.delete(productId)
+          void this.#flush(fresh)
+        })
+      }
+      batch.push({ script, keys, args, resolve, reject })
+    })
+  }
+
+  async #flush(batch: Pending[]): Promise<void> {
+    const { replicas, waitTimeoutMs } = this.options
+    let results: [Error | null, unknown][] | null
+    try {
+      const pipeline = this.client.pipeline()
+      for (const item of batch) item.script.queue(pipeline, item.keys, item.args)
+      results = await pipeline.wait(replicas, waitTimeoutMs).exec()
+    } catch (err) {
+      for (const item of batch) item.reject(err)
+      return
+    }
+    const [waitErr, acked] = results?.[batch.length] ?? [new Error('no WAIT reply'), 0]
+    const replicated = !waitErr && Number(acked) >= replicas
+    for (const [i, item] of batch.entries()) {
+      const [err, reply] = results?.[i] ?? [new Error('empty pipeline result'), null]
+      if (err === null) item.resolve({ reply, replicated })
+      else if (isNoScript(err) || isRedirect(err)) this.#alone(item).then(item.resolve, item.reject)
+      else item.reject(err)
+    }
+  }
+
+  /** A script that did not run (NOSCRIPT on a promoted replica, or the slot moved) goes alone. */
+  async #alone(item: Pending): Promise<{ reply: unknown; replicated: boolean }> {
+    const { replicas, waitTimeoutMs } = this.options
+    let useSource = false
+    for (let attempt = 1; ; attempt++) {
+      const pipeline = item.script.queue(this.client.pipeline(), item.keys, item.args, useSource)
+      const results = await pipeline.wait(replicas, waitTimeoutMs).exec()
+      const [err, reply] = results?.[0] ?? [new Error('empty pipeline result'), null]
+      if (err) {
+        if (!useSource && isNoScript(err)) {
+          useSource = true
+          continue
+        }
+        // ioredis follows MOVED for single commands, not in a pipeline that also holds a WAIT.
+        if (attempt < 5 && isRedirect(err)) {
+          await refreshSlots(this.client)
+          await sleep(20 * attempt)
+          continue
+        }
+        throw err
+      }
+      const [waitErr, acked] = results?.[1] ?? [null, 0]
+      return { reply, replicated: !waitErr && Number(acked) >= replicas }
+    }
+  }
+}
