@@ -4,6 +4,7 @@ import type { ServiceMetrics } from './metrics/service-metrics.js'
 import type { Catalog } from './sale/catalog.js'
 import type { SaleStore } from './sale/sale-store.js'
 import type { CheckoutStrategy } from './strategies/strategy.js'
+import type { WaitingRoom } from './waiting-room/waiting-room.js'
 
 /** Everything the HTTP layer needs, built by server.ts (or a test) and passed to buildApp. */
 export interface AppDeps {
@@ -13,6 +14,8 @@ export interface AppDeps {
   catalog: Catalog
   registry: Registry
   metrics: ServiceMetrics
+  /** Per-sale waiting rooms (off unless a sale has one): queue routes, the checkout's ticket check. */
+  waitingRoom: WaitingRoom
   adminToken: string
   /** Checkouts in flight before 429. */
   maxInflight: number

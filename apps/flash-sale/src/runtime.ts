@@ -14,6 +14,9 @@ import { LuaStrategy } from './strategies/lua.js'
 import { NaiveStrategy } from './strategies/naive.js'
 import { RedlockStrategy } from './strategies/redlock.js'
 import type { CheckoutStrategy } from './strategies/strategy.js'
+import { RoomStore } from './waiting-room/room-store.js'
+import { TicketSigner } from './waiting-room/ticket.js'
+import { WaitingRoom } from './waiting-room/waiting-room.js'
 
 export interface Runtime {
   deps: AppDeps
@@ -72,6 +75,14 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   } else {
     strategy = new LuaStrategy(store, { durability: config.durability, waitTimeoutMs: config.waitTimeoutMs })
   }
+  const waitingRoom = new WaitingRoom(
+    new RoomStore(redis, {
+      replicas: config.durability === 'replica' ? 1 : 0,
+      waitTimeoutMs: config.waitTimeoutMs,
+    }),
+    config.waitingRoomSecret === undefined ? undefined : new TicketSigner(config.waitingRoomSecret),
+    metrics.waitingRoom,
+  )
   const ready = cached(async () => {
     await withTimeout(Promise.all([redis.ping(), db.query('SELECT 1')]), 1_000)
     return true
@@ -83,6 +94,7 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
     catalog,
     registry,
     metrics,
+    waitingRoom,
     adminToken: config.adminToken,
     maxInflight: config.maxInflight,
     maxEventLoopDelayMs: config.maxEventLoopDelayMs,

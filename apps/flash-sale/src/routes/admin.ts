@@ -63,10 +63,15 @@ function parseSaleBody(productId: string, body: unknown): SaleInput {
   }
 }
 
+/** The admin routes' onRequest hook (also used by routes/waiting-room-admin.ts). */
+export function adminGuard(adminToken: string): (request: FastifyRequest) => Promise<void> {
+  const expected = digest(adminToken)
+  return async (request) => authorize(request, expected)
+}
+
 /** PUT /admin/sales/:product_id creates or resets a sale; GET reports its counts. */
 export async function adminRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  const expected = digest(deps.adminToken)
-  app.addHook('onRequest', async (request) => authorize(request, expected))
+  app.addHook('onRequest', adminGuard(deps.adminToken))
 
   app.put<{ Params: { product_id: string } }>(
     '/admin/sales/:product_id',
@@ -74,7 +79,13 @@ export async function adminRoutes(app: FastifyInstance, deps: AppDeps): Promise<
     async (request) => {
       const productId = parseId('product_id', request.params.product_id)
       const input = parseSaleBody(productId, request.body)
-      return putSale(deps.db, deps.store, deps.catalog, input)
+      // The optional "waiting_room" field, and the room's setup around the reset.
+      return deps.waitingRoom.putSaleWithRoom({
+        productId,
+        body: request.body,
+        strategy: deps.strategy.name,
+        putSale: () => putSale(deps.db, deps.store, deps.catalog, input),
+      })
     },
   )
 
