@@ -28,6 +28,11 @@ export const PAGE_SCRIPT = `
     if (s < 3600) return 'about ' + Math.round(s / 60) + ' min';
     return 'about ' + Math.floor(s / 3600) + ' h ' + Math.round((s % 3600) / 60) + ' min';
   }
+  function short(s) {
+    if (s < 60) return s <= 5 ? 'seconds' : Math.round(s / 5) * 5 + ' s';
+    if (s < 3600) return Math.round(s / 60) + ' min';
+    return Math.floor(s / 3600) + ' h ' + Math.round((s % 3600) / 60) + ' min';
+  }
   function mmss(ms) {
     var s = Math.max(0, Math.round(ms / 1000));
     return Math.floor(s / 60) + ':' + String(s % 60).padStart(2, '0');
@@ -96,7 +101,7 @@ export const PAGE_SCRIPT = `
       figPosition.textContent = '–';
     }
     if (a.status === 'waiting') {
-      figWait.textContent = a.eta_seconds === null ? 'unknown' : duration(a.eta_seconds);
+      figWait.textContent = a.eta_seconds === null ? 'unknown' : short(a.eta_seconds);
       buyButton.hidden = true;
       if (a.draw === 'pending') {
         var opens = new Date(a.starts_at);
@@ -110,8 +115,9 @@ export const PAGE_SCRIPT = `
         announce('You are in line: number ' + a.position + '.',
           a.eta_seconds === null
             ? 'The line is not moving right now: admitted shoppers are still buying. It moves again as soon as they finish or their time runs out.'
-            : 'Estimated wait: ' + duration(a.eta_seconds) + ', from the rate people are let in now (' +
-              a.admit_rate + ' per second). Keep this page open.');
+            : 'Estimated wait: ' + duration(a.eta_seconds) + (a.admit_rate > 0
+              ? ', from the rate people are let in now (' + a.admit_rate + ' a second)' : '') +
+              '. Keep this page open.');
       }
       if (lastStatus !== changed) step(a.draw === 'pending'
         ? 'Joined before the opening: place ' + a.position + ' in the draw so far.'
@@ -138,6 +144,7 @@ export const PAGE_SCRIPT = `
       setPhase('sold-out');
       buyButton.hidden = true;
       figWait.textContent = '–';
+      if (lastStatus !== changed) product();
       announce('Sold out.', 'Every unit is taken. If units come back (a cancelled order), the line moves again and you keep your place: this page keeps checking.');
       if (lastStatus !== changed) step('Sold out.');
       schedule(a.poll_after_seconds || 5);
@@ -160,9 +167,18 @@ export const PAGE_SCRIPT = `
     };
     var t = texts[a.reason] || ['The line is closed.', ''];
     setPhase(a.reason === 'purchased' ? 'bought' : 'closed');
+    done();
     announce(t[0], t[1]);
     if (a.reason === 'dropped' || a.reason === 'admission_expired') rejoinButton.hidden = false;
     step(t[0]);
+  }
+
+  function done() {
+    clearInterval(tickTimer);
+    countdown.textContent = '';
+    progressText.textContent = '';
+    figWait.textContent = '–';
+    product();
   }
 
   function tick() {
@@ -263,6 +279,7 @@ export const PAGE_SCRIPT = `
         save();
         setPhase('bought');
         buyButton.hidden = true;
+        done();
         announce('You bought it!', 'Order ' + r.body.order_id + (r.status === 202
           ? ' is reserved and being confirmed.' : ' is reserved for you.'));
         result.textContent = 'Order number: ' + r.body.order_id;
@@ -330,12 +347,16 @@ export const PAGE_SCRIPT = `
   buyButton.addEventListener('click', buy);
   rejoinButton.addEventListener('click', function () { join(state.user); });
 
-  call('GET', '/v1/products/' + encodeURIComponent(productId)).then(function (r) {
-    if (r.status !== 200) return;
-    el('product-name').textContent = r.body.name;
-    el('product-info').textContent = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2 }).format(r.body.price) +
-      ' · ' + r.body.remaining_stock + ' left';
-  }, function () {});
+  function product() {
+    call('GET', '/v1/products/' + encodeURIComponent(productId)).then(function (r) {
+      if (r.status !== 200) return;
+      el('product-name').textContent = r.body.name;
+      el('product-info').textContent = 'Price ' +
+        new Intl.NumberFormat(undefined, { minimumFractionDigits: 2 }).format(r.body.price) + ' · ' +
+        (r.body.remaining_stock > 0 ? r.body.remaining_stock + ' left' : 'none left');
+    }, function () {});
+  }
+  product();
 
   var fromUrl = new URLSearchParams(window.location.search).get('user');
   if (fromUrl && fromUrl !== state.user) state = { user: fromUrl };

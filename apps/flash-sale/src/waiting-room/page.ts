@@ -12,6 +12,7 @@ const PAGE_STYLE = `
 :root { color-scheme: light; --ink: #16181d; --muted: #4b5260; --line: #d5d9e0; --accent: #0b5cd5;
   --accent-ink: #ffffff; --ok: #0f7a3d; --warn: #9a4b00; --bad: #b3261e; --bg: #f5f6f8; }
 * { box-sizing: border-box; }
+[hidden] { display: none !important; }
 body { margin: 0; font: 1rem/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink);
   background: var(--bg); }
 main { max-width: 32rem; margin: 0 auto; padding: 1.25rem 1rem 2rem; }

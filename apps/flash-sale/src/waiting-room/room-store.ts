@@ -141,7 +141,21 @@ interface Pending {
   args: string[]
   resolve: (r: { reply: unknown; replicated: boolean }) => void
   reject: (err: unknown) => void
+  /** EVAL instead of EVALSHA (after a NOSCRIPT from a promoted replica). */
+  useSource: boolean
+  /** MOVED/ASK/TRYAGAIN/CLUSTERDOWN answers so far. */
+  redirects: number
 }
+
+/** One sale's writes: at most one pipeline (and one WAIT) in flight, the next batch gathering. */
+interface Lane {
+  queue: Pending[]
+  busy: boolean
+}
+
+/** Scripts per pipeline: Redis runs a pipeline's scripts back to back, so keep each one short. */
+const MAX_BATCH = 128
+const MAX_REDIRECTS = 5
 
 export interface RoomSetup {
   generation: string
@@ -154,11 +168,12 @@ export interface RoomSetup {
  * The Redis side of the waiting rooms. Writes (configure, visit) are followed by `WAIT
  * <replicas>` like the checkout's reservations: an answer that says "admitted" or gives a place
  * is on a replica before the user sees it (unless WAIT timed out, which `replicated` reports),
- * so a failover does not take it back. The visits of one sale in one event-loop turn share one
- * pipeline and one WAIT (group commit: thousands of polls a second cost a WAIT per turn).
+ * so a failover does not take it back. Per sale one pipeline with its WAIT is in flight at a
+ * time, and everything that arrives meanwhile goes out together in the next one (group commit:
+ * thousands of polls a second cost a few WAITs, even while a replica is missing).
  */
 export class RoomStore {
-  readonly #batches = new Map<string, Pending[]>()
+  readonly #lanes = new Map<string, Lane>()
 
   constructor(
     readonly client: RedisClient,
@@ -230,26 +245,44 @@ export class RoomStore {
       return script.run(this.client, keys, args).then((reply) => ({ reply, replicated: true }))
     }
     return new Promise<{ reply: unknown; replicated: boolean }>((resolve, reject) => {
-      let batch = this.#batches.get(productId)
-      if (batch === undefined) {
-        const fresh: Pending[] = []
-        batch = fresh
-        this.#batches.set(productId, fresh)
-        setImmediate(() => {
-          this.#batches.delete(productId)
-          void this.#flush(fresh)
-        })
-      }
-      batch.push({ script, keys, args, resolve, reject })
+      this.#enqueue(productId, { script, keys, args, resolve, reject, useSource: false, redirects: 0 })
     })
   }
 
-  async #flush(batch: Pending[]): Promise<void> {
+  /**
+   * Group commit done right: a WAIT holds the connection until the replica answers or the
+   * timeout passes (a failed-over master has no replica for a while: every WAIT then lasts
+   * waitTimeoutMs). So per sale one pipeline is in flight at a time; what arrives meanwhile
+   * waits for it and goes out together in the next one, instead of one WAIT queueing behind
+   * another on the connection.
+   */
+  #enqueue(productId: string, item: Pending): void {
+    let lane = this.#lanes.get(productId)
+    if (lane === undefined) {
+      lane = { queue: [], busy: false }
+      this.#lanes.set(productId, lane)
+    }
+    lane.queue.push(item)
+    if (lane.busy) return
+    lane.busy = true
+    const owned = lane
+    // The rest of this event-loop turn joins the first batch.
+    setImmediate(() => void this.#drain(productId, owned))
+  }
+
+  async #drain(productId: string, lane: Lane): Promise<void> {
+    while (lane.queue.length > 0) await this.#flush(lane, lane.queue.splice(0, MAX_BATCH))
+    lane.busy = false
+    this.#lanes.delete(productId)
+  }
+
+  /** Never throws: each item is resolved, rejected, or queued again on the lane. */
+  async #flush(lane: Lane, batch: Pending[]): Promise<void> {
     const { replicas, waitTimeoutMs } = this.options
     let results: [Error | null, unknown][] | null
     try {
       const pipeline = this.client.pipeline()
-      for (const item of batch) item.script.queue(pipeline, item.keys, item.args)
+      for (const item of batch) item.script.queue(pipeline, item.keys, item.args, item.useSource)
       results = await pipeline.wait(replicas, waitTimeoutMs).exec()
     } catch (err) {
       for (const item of batch) item.reject(err)
@@ -257,37 +290,27 @@ export class RoomStore {
     }
     const [waitErr, acked] = results?.[batch.length] ?? [new Error('no WAIT reply'), 0]
     const replicated = !waitErr && Number(acked) >= replicas
+    let redirected = false
     for (const [i, item] of batch.entries()) {
       const [err, reply] = results?.[i] ?? [new Error('empty pipeline result'), null]
-      if (err === null) item.resolve({ reply, replicated })
-      else if (isNoScript(err) || isRedirect(err)) this.#alone(item).then(item.resolve, item.reject)
-      else item.reject(err)
-    }
-  }
-
-  /** A script that did not run (NOSCRIPT on a promoted replica, or the slot moved) goes alone. */
-  async #alone(item: Pending): Promise<{ reply: unknown; replicated: boolean }> {
-    const { replicas, waitTimeoutMs } = this.options
-    let useSource = false
-    for (let attempt = 1; ; attempt++) {
-      const pipeline = item.script.queue(this.client.pipeline(), item.keys, item.args, useSource)
-      const results = await pipeline.wait(replicas, waitTimeoutMs).exec()
-      const [err, reply] = results?.[0] ?? [new Error('empty pipeline result'), null]
-      if (err) {
-        if (!useSource && isNoScript(err)) {
-          useSource = true
-          continue
-        }
-        // ioredis follows MOVED for single commands, not in a pipeline that also holds a WAIT.
-        if (attempt < 5 && isRedirect(err)) {
-          await refreshSlots(this.client)
-          await sleep(20 * attempt)
-          continue
-        }
-        throw err
+      if (err === null) {
+        item.resolve({ reply, replicated })
+      } else if (isNoScript(err) && !item.useSource) {
+        // The script did not run: a promoted replica has an empty script cache.
+        item.useSource = true
+        lane.queue.push(item)
+      } else if (isRedirect(err) && item.redirects < MAX_REDIRECTS) {
+        // Not run either; ioredis follows MOVED for single commands, not in a pipeline with WAIT.
+        item.redirects++
+        redirected = true
+        lane.queue.push(item)
+      } else {
+        item.reject(err)
       }
-      const [waitErr, acked] = results?.[1] ?? [null, 0]
-      return { reply, replicated: !waitErr && Number(acked) >= replicas }
+    }
+    if (redirected) {
+      await refreshSlots(this.client).catch(() => {})
+      await sleep(20)
     }
   }
 }

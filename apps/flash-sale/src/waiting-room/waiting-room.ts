@@ -120,7 +120,7 @@ export class WaitingRoom {
 
   async join(productId: string, userId: string): Promise<QueueAnswer> {
     if (!this.signer) throw this.#noSecret()
-    const reply = await bounded(this.store.visit(productId, { mode: 'join' }, userId))
+    const reply = await bounded(this.#visit(productId, { mode: 'join' }, userId))
     return this.#answer('join', productId, userId, reply)
   }
 
@@ -129,7 +129,7 @@ export class WaitingRoom {
     const check = this.signer?.verify(ticket) ?? { ok: false as const, reason: 'signature' as const }
     if (!check.ok) throw this.#invalid(check.reason, 'poll')
     const { productId, userId, generation, orderKey } = check.claims
-    const reply = await bounded(this.store.visit(productId, { mode: 'poll', generation, orderKey }, userId))
+    const reply = await bounded(this.#visit(productId, { mode: 'poll', generation, orderKey }, userId))
     return this.#answer('poll', productId, userId, reply)
   }
 
@@ -200,6 +200,33 @@ export class WaitingRoom {
     }
   }
 
+  /**
+   * The script's effects are counted when its reply arrives, even if the HTTP answer already
+   * gave up on it (503 after the deadline): the admissions it made happened all the same.
+   */
+  #visit(productId: string, input: Parameters<RoomStore['visit']>[1], userId: string): Promise<VisitReply> {
+    const p = this.store.visit(productId, input, userId)
+    p.then((reply) => this.#record(productId, reply)).catch(() => {})
+    return p
+  }
+
+  #record(productId: string, reply: VisitReply): void {
+    if (reply.kind !== 'answer') return
+    const m = this.metrics
+    const product_id = productId
+    m.waiting.set({ product_id }, reply.waiting)
+    m.admitted.set({ product_id }, reply.admitted)
+    m.admitRate.set({ product_id }, reply.measuredRate)
+    if (reply.admittedNow > 0) m.admittedTotal.inc({ product_id }, reply.admittedNow)
+    for (const w of reply.waitsMs) m.waitSeconds.observe({ product_id }, w / 1_000)
+    if (reply.droppedNow > 0) m.dropped.inc({ product_id, reason: 'idle' }, reply.droppedNow)
+    if (reply.expiredNow > 0) m.dropped.inc({ product_id, reason: 'admission_expired' }, reply.expiredNow)
+    if (!reply.replicated) {
+      m.unreplicated.inc({ what: 'answers' })
+      if (reply.admittedNow > 0) m.unreplicated.inc({ what: 'admissions' }, reply.admittedNow)
+    }
+  }
+
   #noSecret(): ApiError {
     return unavailable('this instance has no WAITING_ROOM_SECRET; its waiting rooms cannot answer', 5)
   }
@@ -231,20 +258,7 @@ export class WaitingRoom {
       throw new ApiError('UNKNOWN_PRODUCT', `product ${productId} has no sale`)
     }
     if (reply.kind === 'stale') throw this.#invalid('stale', 'poll')
-    const m = this.metrics
-    const product_id = productId
-    m.requests.inc({ op, outcome: reply.status })
-    m.waiting.set({ product_id }, reply.waiting)
-    m.admitted.set({ product_id }, reply.admitted)
-    m.admitRate.set({ product_id }, reply.measuredRate)
-    if (reply.admittedNow > 0) m.admittedTotal.inc({ product_id }, reply.admittedNow)
-    for (const w of reply.waitsMs) m.waitSeconds.observe({ product_id }, w / 1_000)
-    if (reply.droppedNow > 0) m.dropped.inc({ product_id, reason: 'idle' }, reply.droppedNow)
-    if (reply.expiredNow > 0) m.dropped.inc({ product_id, reason: 'admission_expired' }, reply.expiredNow)
-    if (!reply.replicated) {
-      m.unreplicated.inc({ what: 'answers' })
-      if (reply.admittedNow > 0) m.unreplicated.inc({ what: 'admissions' }, reply.admittedNow)
-    }
+    this.metrics.requests.inc({ op, outcome: reply.status })
     const ticket =
       reply.orderKey === ''
         ? null
