@@ -51,4 +51,4 @@ export const visitKeys = (k: RoomKeys) => [
 export const configureKeys = (k: RoomKeys) => [k.room, k.waiting, k.seen, k.admitted, k.users, k.draw]
 
 /** KEYS of gate.lua, in its header's order. */
-export const gateKeys = (k: RoomKeys) => [k.room, k.users, k.admitted, k.waiting, k.stock]
+export const gateKeys = (k: RoomKeys) => [k.room, k.users, k.admitted, k.waiting, k.stock, k.buyers]

@@ -48,7 +48,7 @@ class RoomScript {
 export const ROOM_SCRIPTS = {
   configure: new RoomScript('configure', 6),
   visit: new RoomScript('visit', 9),
-  gate: new RoomScript('gate', 5),
+  gate: new RoomScript('gate', 6),
 }
 
 export type VisitStatus = 'waiting' | 'admitted' | 'sold_out' | 'closed'

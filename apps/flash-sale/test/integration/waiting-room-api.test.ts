@@ -177,7 +177,11 @@ describe('with a room', () => {
       reason: 'purchased',
       order_id: bought.json().order_id,
     })
-    expect((await checkout('r-gate', 'b', b.ticket)).statusCode).toBe(200)
+    expect((await checkout('r-gate', 'b', b.ticket, 'k-b')).statusCode).toBe(200)
+    // Bought, then the admission lapsed: a retry still gets the reservation's own answer.
+    await redis.zadd(roomKeys('r-gate').admitted, Date.now() - 1, 'b')
+    expect((await checkout('r-gate', 'b', b.ticket, 'k-b')).statusCode).toBe(200)
+    expect(errorOf(await checkout('r-gate', 'b', b.ticket)).code).toBe('ALREADY_PURCHASED')
     const m = await runtime.registry.getSingleMetricAsString('flash_sale_waiting_room_refusals_total')
     expect(m).toMatch(/code="WAITING_ROOM",reason=""} [1-9]/)
     expect(m).toMatch(/code="NOT_ADMITTED",reason=""} [1-9]/)
@@ -349,6 +353,30 @@ describe('with a room', () => {
     expect((await poll(a.ticket)).statusCode).toBe(200)
     await redis.script('FLUSH')
     expect((await checkout('r-flush', 1, a.ticket)).statusCode).toBe(200)
+  })
+
+  it.each([
+    ['no body', undefined, 'body'],
+    ['an array', [], 'body'],
+    ['no user_id', {}, 'user_id'],
+    ['a bad user_id', { user_id: 'a b' }, 'user_id'],
+    ['a huge user_id', { user_id: 'x'.repeat(65) }, 'user_id'],
+  ])('POST /v1/sales/:id/queue with %s → 400 naming %s', async (_name, payload, field) => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/sales/r-one/queue',
+      ...(payload === undefined ? {} : { payload }),
+    })
+    expect(res.statusCode).toBe(400)
+    expect(errorOf(res)).toMatchObject({ code: 'INVALID_REQUEST', field })
+    expect(errorOf(await join('a.b', 1)).field).toBe('product_id')
+  })
+
+  it('GET /v1/queue/ with no ticket, or any junk, is 403 (never 404 or 5xx)', async () => {
+    for (const junk of ['', 'v1.', '%00', 'a/b/c', encodeURIComponent('é'.repeat(600)), 'v1.AAAA.BBBB']) {
+      const res = await poll(junk)
+      expect([res.statusCode, errorOf(res).code], junk.slice(0, 20)).toEqual([403, 'INVALID_TICKET'])
+    }
   })
 
   it('serves the page with a strict CSP and nothing external', async () => {

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
+import { ConfigError, loadConfig } from '../../src/config.js'
 import {
   drawOrder,
   lotteryCommitment,
@@ -159,5 +160,19 @@ describe('the lottery and the scripts', () => {
     const page = readFileSync(new URL('../../src/waiting-room/page-script.ts', import.meta.url), 'utf8')
     const body = page.slice(page.indexOf('`') + 1, page.lastIndexOf('`'))
     expect(body).not.toMatch(/\\|\$\{|`|https?:/)
+  })
+})
+
+describe('WAITING_ROOM_SECRET', () => {
+  const base = {
+    REDIS_URL: 'redis://10.0.0.1:6379',
+    DATABASE_URL: 'postgres://app@db:5432/sale',
+    ADMIN_TOKEN: 'a-long-enough-admin-token',
+  }
+  it('is optional (no room can be set up without it) and needs 32 characters when set', () => {
+    expect(loadConfig(base).waitingRoomSecret).toBeUndefined()
+    expect(loadConfig({ ...base, WAITING_ROOM_SECRET: SECRET }).waitingRoomSecret).toBe(SECRET)
+    expect(() => loadConfig({ ...base, WAITING_ROOM_SECRET: 'short' })).toThrow(ConfigError)
+    expect(() => loadConfig({ ...base, WAITING_ROOM_SECRET: 'short' })).toThrow(/WAITING_ROOM_SECRET/)
   })
 })
