@@ -85,7 +85,9 @@ export function isRedisOutage(err: unknown): boolean {
   const e = err as Error & { code?: string }
   if (e.name === 'MaxRetriesPerRequestError' || e.name === 'ClusterAllFailedError') return true
   if (e.code && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENOTCONN)$/.test(e.code)) return true
-  return /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|NOREPLICAS|MOVED|ASK) |Connection is closed|Cluster isn't ready|Stream isn't writeable|Failed to refresh slots cache|None of startup nodes is available/.test(
+  // "Too many Cluster redirections": a single command (not a pipeline) sent while a slot fails
+  // over keeps meeting MOVED until ioredis' maxRedirections run out.
+  return /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|NOREPLICAS|MOVED|ASK) |Connection is closed|Cluster isn't ready|Stream isn't writeable|Failed to refresh slots cache|None of startup nodes is available|Too many Cluster redirections/.test(
     e.message,
   )
 }
