@@ -82,6 +82,7 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
     }),
     config.waitingRoomSecret === undefined ? undefined : new TicketSigner(config.waitingRoomSecret),
     metrics.waitingRoom,
+    config.strategy !== 'redlock',
   )
   const ready = cached(async () => {
     await withTimeout(Promise.all([redis.ping(), db.query('SELECT 1')]), 1_000)

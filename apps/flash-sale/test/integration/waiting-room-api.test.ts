@@ -17,6 +17,7 @@ import { createRuntime, type Runtime } from '../../src/runtime.js'
 import { drawOrder } from '../../src/waiting-room/lottery.js'
 import { roomKeys } from '../../src/waiting-room/room-keys.js'
 import { TicketSigner } from '../../src/waiting-room/ticket.js'
+import { WaitingRoom } from '../../src/waiting-room/waiting-room.js'
 import { createTestDatabase } from '../support/pg.js'
 
 const TOKEN = 'test-admin-token-0123456789'
@@ -115,6 +116,31 @@ describe('the admin field', () => {
     expect(errorOf(res)).toMatchObject({ code: 'INVALID_REQUEST', field })
     expect(typeof errorOf(res).rule).toBe('string')
     expect(await redis.exists(saleKeys('r-bad').meta, roomKeys('r-bad').room)).toBe(0)
+  })
+})
+
+describe('with the redlock strategy', () => {
+  it('a room is refused at PUT (its stock is in SQL), and its checkouts check no ticket', async () => {
+    let reset = false
+    const refused = await runtime.deps.waitingRoom
+      .putSaleWithRoom({
+        productId: 'r-redlock',
+        body: { waiting_room: ROOM },
+        strategy: 'redlock',
+        putSale: async () => {
+          reset = true
+          return {}
+        },
+      })
+      .catch((err: unknown) => err)
+    expect(refused).toMatchObject({ code: 'INVALID_REQUEST', details: { field: 'waiting_room' } })
+    expect(reset).toBe(false)
+    // A room left in Redis by an earlier lua deployment does not make redlock depend on Redis.
+    await putSale('r-redlock', { waiting_room: ROOM })
+    const room = runtime.deps.waitingRoom
+    const redlockRoom = new WaitingRoom(room.store, room.signer, room.metrics, false)
+    await expect(redlockRoom.admit('r-redlock', 'u', undefined)).resolves.toBeUndefined()
+    await expect(room.admit('r-redlock', 'u', undefined)).rejects.toMatchObject({ code: 'WAITING_ROOM' })
   })
 })
 
