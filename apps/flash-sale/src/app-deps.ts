@@ -5,6 +5,7 @@ import type { OrderStore } from './orders/order-store.js'
 import type { Catalog } from './sale/catalog.js'
 import type { SaleStore } from './sale/sale-store.js'
 import type { CheckoutStrategy } from './strategies/strategy.js'
+import type { WaitingRoom } from './waiting-room/waiting-room.js'
 
 /** Everything the HTTP layer needs, built by server.ts (or a test) and passed to buildApp. */
 export interface AppDeps {
@@ -15,6 +16,8 @@ export interface AppDeps {
   catalog: Catalog
   registry: Registry
   metrics: ServiceMetrics
+  /** Per-sale waiting rooms (off unless a sale has one): queue routes, the checkout's ticket check. */
+  waitingRoom: WaitingRoom
   adminToken: string
   /** Checkouts in flight before 429. */
   maxInflight: number

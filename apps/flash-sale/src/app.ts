@@ -6,6 +6,8 @@ import { checkoutRoutes } from './routes/checkout.js'
 import { healthRoutes } from './routes/health.js'
 import { orderRoutes } from './routes/orders.js'
 import { productRoutes } from './routes/products.js'
+import { waitingRoomRoutes } from './routes/waiting-room.js'
+import { waitingRoomAdminRoutes } from './routes/waiting-room-admin.js'
 
 export interface App extends FastifyInstance {
   /** Readiness turns false; in-flight requests go on (server.ts closes after this). */
@@ -37,5 +39,7 @@ export async function buildApp(deps: AppDeps, opts: { logger?: boolean } = {}): 
   await app.register(orderRoutes, deps)
   await app.register(productRoutes, deps)
   await app.register(adminRoutes, deps)
+  await app.register(waitingRoomRoutes, deps)
+  await app.register(waitingRoomAdminRoutes, deps)
   return app
 }

@@ -49,6 +49,11 @@ export interface ServiceConfig {
   /** The durable RabbitMQ queue of orders (its dead letters go to `<name>.dead`). @defaultValue 'flash-sale.orders' */
   queueName: string
   adminToken: string
+  /**
+   * Signs waiting-room tickets (HMAC); the same on every instance, ≥ 32 characters. Without it
+   * no sale can have a waiting room. @defaultValue undefined
+   */
+  waitingRoomSecret: string | undefined
   host: string
   /** @defaultValue 8080 */
   port: number
@@ -162,7 +167,7 @@ function readRedisTls(
  * Variables: STRATEGY, DURABILITY, WAIT_TIMEOUT_MS, REDIS_CLUSTER_NODES | REDIS_URL, REDLOCK_NODES,
  * REDIS_USERNAME, REDIS_PASSWORD, REDIS_TLS, REDIS_TLS_CA_FILE, REDIS_TLS_CERT_FILE, REDIS_TLS_KEY_FILE, DATABASE_URL, QUEUE_URL, QUEUE_NAME, ADMIN_TOKEN, HOST, PORT, WORKER_PORT,
  * MAX_INFLIGHT, MAX_EVENT_LOOP_DELAY_MS, LOCK_WAIT_MS, CLAIM_IDLE_MS, MAX_DELIVERIES, DRAIN_TIMEOUT_MS,
- * DRAIN_DELAY_MS.
+ * DRAIN_DELAY_MS, WAITING_ROOM_SECRET.
  */
 export function loadConfig(env: Env = process.env, overrides: Env = {}): ServiceConfig {
   const get = (name: string) => {
@@ -234,6 +239,12 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Service
   const adminToken = get('ADMIN_TOKEN')
   if (!adminToken) problems.push('ADMIN_TOKEN is required (at least 16 characters)')
   else if (adminToken.length < 16) problems.push('ADMIN_TOKEN: too short, use at least 16 random characters')
+  const waitingRoomSecret = get('WAITING_ROOM_SECRET')
+  if (waitingRoomSecret !== undefined && waitingRoomSecret.length < 32) {
+    problems.push(
+      'WAITING_ROOM_SECRET: too short, use at least 32 random characters (the same on every instance)',
+    )
+  }
 
   const config: ServiceConfig = {
     strategy,
@@ -248,6 +259,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Service
     queueUrl,
     queueName,
     adminToken: adminToken ?? '',
+    waitingRoomSecret,
     host: get('HOST') ?? DEFAULT_CONFIG.host,
     port: int('PORT', DEFAULT_CONFIG.port, 0, 65_535),
     workerPort: int('WORKER_PORT', DEFAULT_CONFIG.workerPort, 0, 65_535),

@@ -17,6 +17,9 @@ import { LuaStrategy } from './strategies/lua.js'
 import { NaiveStrategy } from './strategies/naive.js'
 import { RedlockStrategy } from './strategies/redlock.js'
 import type { CheckoutStrategy } from './strategies/strategy.js'
+import { RoomStore } from './waiting-room/room-store.js'
+import { TicketSigner } from './waiting-room/ticket.js'
+import { WaitingRoom } from './waiting-room/waiting-room.js'
 
 export interface Runtime {
   deps: AppDeps
@@ -91,6 +94,12 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   } else {
     strategy = new LuaStrategy(store, { durability: config.durability })
   }
+  const waitingRoom = new WaitingRoom(
+    new RoomStore(redis, acks),
+    config.waitingRoomSecret === undefined ? undefined : new TicketSigner(config.waitingRoomSecret),
+    metrics.waitingRoom,
+    config.strategy !== 'redlock',
+  )
   // Ready = able to answer checkouts. lua and naive need only the sales' slots (the watch's last
   // contact): their checkouts never touch SQL, and "SQL down, checkouts go on from Redis" is a
   // guarantee that a readiness check on SQL would undo by taking every instance out of the load
@@ -122,6 +131,7 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
     catalog,
     registry,
     metrics,
+    waitingRoom,
     adminToken: config.adminToken,
     maxInflight: config.maxInflight,
     maxEventLoopDelayMs: config.maxEventLoopDelayMs,

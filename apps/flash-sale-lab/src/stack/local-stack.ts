@@ -102,6 +102,7 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
   const appUser = 'flash-sale'
   const appPassword = random(18)
   const adminToken = random(24)
+  const waitingRoomSecret = random(32)
   const userArgs = ['--user', ...aclUserArgs(appUser, appPassword)]
   const redisAdmin = { username: DEFAULT_ADMIN_USERNAME, password: adminPassword }
   const cleanups: (() => Promise<void>)[] = []
@@ -154,6 +155,7 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
       ...(tls ? { REDIS_TLS_CA_FILE: tls.caFile } : {}),
       DATABASE_URL: databaseUrl,
       ADMIN_TOKEN: adminToken,
+      WAITING_ROOM_SECRET: waitingRoomSecret,
       HOST: '127.0.0.1',
       PORT: String(port),
       WORKER_PORT: String(workerPort),

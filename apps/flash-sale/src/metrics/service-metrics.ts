@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
+import { createWaitingRoomMetrics } from '../waiting-room/room-metrics.js'
 
 /**
  * The service's own metrics. Names are a contract with deploy/ (alerts, dashboard): a test there
@@ -102,6 +103,8 @@ export function createServiceMetrics(registry: Registry) {
       labelNames: ['product_id'] as const,
       registers,
     }),
+    /** flash_sale_waiting_room_*: see waiting-room/room-metrics.ts. */
+    waitingRoom: createWaitingRoomMetrics(registry),
   }
   for (const reason of ['inflight', 'eventLoopDelay']) metrics.shed.inc({ reason }, 0)
   for (const outcome of ['acked', 'timeout', 'no_replica', 'error']) metrics.replicaAcks.inc({ outcome }, 0)

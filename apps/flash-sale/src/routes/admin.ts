@@ -44,17 +44,29 @@ function saleInput(productId: string, b: SaleBody): SaleInput {
   }
 }
 
+/** The admin routes' onRequest hook (also used by routes/waiting-room-admin.ts). */
+export function adminGuard(adminToken: string): (request: FastifyRequest) => Promise<void> {
+  const expected = digest(adminToken)
+  return async (request) => authorize(request, expected)
+}
+
 /** PUT /admin/sales/:product_id creates or resets a sale; GET reports its counts. */
 export async function adminRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  const expected = digest(deps.adminToken)
-  app.addHook('onRequest', async (request) => authorize(request, expected))
+  app.addHook('onRequest', adminGuard(deps.adminToken))
 
   app.put<{ Params: { product_id: string }; Body: SaleBody }>(
     '/admin/sales/:product_id',
     { bodyLimit: 16_384, ...SALE_PUT },
     async (request) => {
       const productId = request.params.product_id
-      return putSale(deps.db, deps.store, deps.catalog, saleInput(productId, request.body))
+      const input = saleInput(productId, request.body)
+      // The optional "waiting_room" field, and the room's setup around the reset.
+      return deps.waitingRoom.putSaleWithRoom({
+        productId,
+        body: request.body,
+        strategy: deps.strategy.name,
+        putSale: () => putSale(deps.db, deps.store, deps.catalog, input),
+      })
     },
   )
 

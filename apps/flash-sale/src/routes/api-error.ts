@@ -11,9 +11,12 @@ import { ServiceError } from '../errors.js'
 export const HTTP_STATUS = Object.freeze({
   INVALID_REQUEST: 400,
   UNAUTHORIZED: 401,
+  /** Waiting room: a ticket that is forged, another user's or sale's, stale or lapsed. */
+  INVALID_TICKET: 403,
   NOT_FOUND: 404,
   UNKNOWN_PRODUCT: 404,
   UNKNOWN_ORDER: 404,
+  NO_WAITING_ROOM: 404,
   SOLD_OUT: 409,
   ALREADY_PURCHASED: 409,
   SALE_NOT_STARTED: 409,
@@ -22,6 +25,10 @@ export const HTTP_STATUS = Object.freeze({
   UNSUPPORTED_MEDIA_TYPE: 415,
   IDEMPOTENCY_KEY_REUSED: 422,
   BUSY: 429,
+  /** Waiting room on, no ticket sent: join the queue. */
+  WAITING_ROOM: 429,
+  /** Waiting room: a valid ticket, not admitted yet. */
+  NOT_ADMITTED: 429,
   UNAVAILABLE: 503,
   INTERNAL: 500,
 } as const satisfies Record<RefusalCode, number> & Record<string, number>)

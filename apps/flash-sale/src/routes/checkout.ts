@@ -45,6 +45,8 @@ export async function checkoutRoutes(app: FastifyInstance, deps: AppDeps): Promi
           deps.metrics.shed.inc({ reason: 'inflight' })
           throw fromRefusal(busy('too many checkouts in flight on this instance', 1))
         }
+        // With a waiting room on this sale: an admitted ticket of this user, or a 429/403 here.
+        await deps.waitingRoom.admit(productId, userId, request.headers['waiting-room-ticket'])
         inflight++
         deps.metrics.inflight.inc()
         try {

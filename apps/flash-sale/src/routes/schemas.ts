@@ -93,5 +93,15 @@ export interface SaleBody {
   per_user_limit?: number
 }
 
+export const QUEUE_JOIN = {
+  schema: {
+    params: { type: 'object', properties: { product_id: ID_PARAM } },
+    body: { type: 'object', required: ['user_id'], properties: { user_id: ID } },
+  },
+  config: {
+    rules: { body: 'expected a JSON object { "user_id": … }', product_id: ID_RULE, user_id: ID_RULE },
+  } satisfies SchemaRules,
+}
+
 /** Header names as a client writes them, for `error.field` (Node lowercases them). */
 export const HEADER_FIELDS: Record<string, string> = { 'idempotency-key': 'Idempotency-Key' }
