@@ -6,11 +6,20 @@ import { connectDb, type Db } from './db/database.js'
 import { bridgeKunciMetrics } from './metrics/kunci-bridge.js'
 import { createServiceMetrics, type ServiceMetrics } from './metrics/service-metrics.js'
 import { OrderStore } from './orders/order-store.js'
-import { ackRoute, connectLockNodes, connectSaleRedis, type RedisClient, whenReady } from './redis/connect.js'
+import {
+  ackRoute,
+  connectLockNodes,
+  connectSaleRedis,
+  connectSaleSubscriber,
+  type RedisClient,
+  whenReady,
+} from './redis/connect.js'
 import { CACHE_PREFIX } from './redis/keys.js'
 import { ReplicaAcks } from './redis/replica-acks.js'
 import { withTimeout } from './runtime-timeout.js'
 import { Catalog } from './sale/catalog.js'
+import { SaleEvents } from './sale/sale-events.js'
+import { SaleSnapshots } from './sale/sale-snapshots.js'
 import { SaleStore } from './sale/sale-store.js'
 import { SlotWatch } from './sale/slot-watch.js'
 import { LuaStrategy } from './strategies/lua.js'
@@ -72,7 +81,32 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
     },
   })
   watch.start()
-  const store = new SaleStore(redis, { acks, watch })
+  const store = new SaleStore(redis, {
+    acks,
+    watch,
+    onBatch: (kind, size) => metrics.reserveBatchSize.observe({ kind }, size),
+  })
+  // lua: a sold-out sale's refusals from memory (sale/sale-snapshots.ts), told of every change
+  // on the sale's own sharded channel (sale/sale-events.ts).
+  let events: SaleEvents | undefined
+  const snapshots =
+    config.strategy === 'lua'
+      ? new SaleSnapshots(store, {
+          onLocalAnswer: (code) => metrics.localAnswers.inc({ code }),
+          onResync: (product_id) => metrics.saleResyncs.inc({ product_id }),
+          onEpoch: (product_id, epoch) => {
+            metrics.saleEpoch.set({ product_id }, epoch)
+            events?.watch(product_id)
+          },
+        })
+      : undefined
+  if (snapshots) {
+    events = new SaleEvents(connectSaleSubscriber(config), (productId, message) => {
+      metrics.saleNotifications.inc({ kind: message.split(' ')[0] ?? '' })
+      snapshots.notify(productId, message)
+    })
+    snapshots.start()
+  }
   const cache = new Cache({ client: redis, prefix: CACHE_PREFIX, l1MaxEntries: 10_000 })
   const stopCacheMetrics = bridge.observeCache(cache, 'catalog')
   const catalog = new Catalog(cache, db)
@@ -92,7 +126,7 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   } else if (config.strategy === 'naive') {
     strategy = new NaiveStrategy(store)
   } else {
-    strategy = new LuaStrategy(store, { durability: config.durability })
+    strategy = new LuaStrategy(store, { durability: config.durability, snapshots })
   }
   const waitingRoom = new WaitingRoom(
     new RoomStore(redis, acks),
@@ -146,6 +180,8 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
     async close() {
       await strategy.close()
       watch.stop()
+      snapshots?.stop()
+      events?.close()
       acks?.close()
       stopCacheMetrics()
       await cache.close()

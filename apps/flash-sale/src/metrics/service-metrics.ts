@@ -55,6 +55,38 @@ export function createServiceMetrics(registry: Registry) {
       aggregator: 'max',
       registers,
     }),
+    localAnswers: new Counter({
+      name: 'flash_sale_local_answers_total',
+      help: 'Checkouts of a sold-out sale answered from the instance memory, without a reservation call, by code',
+      labelNames: ['code'] as const,
+      registers,
+    }),
+    saleEpoch: new Gauge({
+      name: 'flash_sale_sale_epoch',
+      help: "The sale's epoch as this instance knows it (it grows with every reset, restock or returned unit)",
+      labelNames: ['product_id'] as const,
+      aggregator: 'max',
+      registers,
+    }),
+    saleNotifications: new Counter({
+      name: 'flash_sale_sale_notifications_total',
+      help: "Messages received on the sales' sharded channels, by kind (sold-out, epoch)",
+      labelNames: ['kind'] as const,
+      registers,
+    }),
+    saleResyncs: new Counter({
+      name: 'flash_sale_sale_resyncs_total',
+      help: 'Epoch changes found by the per-second check that no notification had brought (a missed notification)',
+      labelNames: ['product_id'] as const,
+      registers,
+    }),
+    reserveBatchSize: new Histogram({
+      name: 'flash_sale_reserve_batch_size',
+      help: 'Checkouts per script call to Redis (reserve: reserve.lua; refuse: recorded answers of a sold-out sale)',
+      labelNames: ['kind'] as const,
+      buckets: [1, 2, 5, 10, 20, 50, 100],
+      registers,
+    }),
     /** Worker side. */
     streamPending: new Gauge({
       name: 'flash_sale_stream_pending',
@@ -108,6 +140,8 @@ export function createServiceMetrics(registry: Registry) {
   }
   for (const reason of ['inflight', 'eventLoopDelay']) metrics.shed.inc({ reason }, 0)
   for (const outcome of ['acked', 'timeout', 'no_replica', 'error']) metrics.replicaAcks.inc({ outcome }, 0)
+  for (const code of ['SOLD_OUT', 'ALREADY_PURCHASED', 'SALE_ENDED']) metrics.localAnswers.inc({ code }, 0)
+  for (const kind of ['sold-out', 'epoch']) metrics.saleNotifications.inc({ kind }, 0)
   return metrics
 }
 

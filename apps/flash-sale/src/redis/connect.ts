@@ -62,6 +62,27 @@ export function connectSaleRedis(
 }
 
 /**
+ * A client for the sales' sharded notifications (sale/sale-events.ts): a Cluster of its own with
+ * ioredis' sharded subscribers (one per master, following slot moves), or a connection of its
+ * own to a single node. It keeps its offline queue, so a subscription asked for while it
+ * connects is sent once it can be.
+ */
+export function connectSaleSubscriber(
+  config: Pick<ServiceConfig, 'redis'> & RedisAccess,
+  name = 'flash-sale-events',
+): RedisClient {
+  const options: RedisOptions = { ...nodeOptions(config), connectionName: name, enableAutoPipelining: false }
+  if ('url' in config.redis) return new Redis(config.redis.url, options)
+  return new Cluster(config.redis.cluster, {
+    redisOptions: options,
+    shardedSubscribers: true,
+    scaleReads: 'master',
+    clusterRetryStrategy: (times) => Math.min(100 * times, 1_000),
+    slotsRefreshInterval: 1_000,
+  })
+}
+
+/**
  * Routes replica confirmations (replica-acks.ts) to the node the sale client sends a slot to,
  * each over a connection of its own, so that a WAIT blocks nothing but itself.
  */

@@ -21,6 +21,14 @@ export function saleKeys(productId: string) {
     dead: `${tag}:dead`,
     /** String written before a WAIT round on the sale's node (redis/replica-acks.ts); expires. */
     ackMark: `${tag}:ack`,
+    /**
+     * Sharded pub/sub channel on the sale's slot (SPUBLISH/SSUBSCRIBE): 'sold-out <epoch>' from
+     * the reservation that sold the last unit, 'epoch <n>' from anything that can make a unit
+     * sellable again (reset, restock, a returned unit).
+     */
+    events: `${tag}:events`,
+    /** The waiting room's settings (waiting-room/room-keys.ts); reserve.lua reads its 'gen'. */
+    room: `${tag}:room`,
   }
 }
 

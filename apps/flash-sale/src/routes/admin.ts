@@ -1,9 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { AppDeps } from '../app-deps.js'
-import { putSale, type SaleInput, saleCounts } from '../sale/sale-admin.js'
+import { putSale, restockSale, type SaleInput, saleCounts } from '../sale/sale-admin.js'
 import { ApiError, invalid } from './api-error.js'
-import { PRODUCT_PARAMS, SALE_PUT, type SaleBody } from './schemas.js'
+import { PRODUCT_PARAMS, SALE_PUT, SALE_RESTOCK, type SaleBody } from './schemas.js'
 
 const digest = (s: string) => createHash('sha256').update(s).digest()
 
@@ -67,6 +67,18 @@ export async function adminRoutes(app: FastifyInstance, deps: AppDeps): Promise<
         strategy: deps.strategy.name,
         putSale: () => putSale(deps.db, deps.store, deps.catalog, input),
       })
+    },
+  )
+
+  app.post<{ Params: { product_id: string }; Body: { units: number } }>(
+    '/admin/sales/:product_id/restock',
+    SALE_RESTOCK,
+    async (request) => {
+      const productId = request.params.product_id
+      const done = await restockSale(deps.db, deps.store, productId, request.body.units)
+      if (!done) throw new ApiError('UNKNOWN_PRODUCT', `no sale for product ${productId}`)
+      await deps.catalog.invalidate(productId)
+      return done
     },
   )
 

@@ -50,6 +50,18 @@ export class ApiError extends ServiceError {
   }
 }
 
+/**
+ * A refusal's JSON body, built without an Error (the sold-out flood answers tens of thousands of
+ * these a second: no stack trace to capture, no trip through the error handler).
+ */
+export function refusalBody(r: Refusal): { error: Record<string, unknown> } {
+  return {
+    error: r.orderId
+      ? { code: r.code, message: r.message, order_id: r.orderId }
+      : { code: r.code, message: r.message },
+  }
+}
+
 /** A refusal of the domain as its HTTP answer (ALREADY_PURCHASED carries `order_id`). */
 export function fromRefusal(r: Refusal): ApiError {
   return new ApiError(r.code, r.message, r.orderId ? { order_id: r.orderId } : {}, r.retryAfterS, {

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import type { AppDeps } from '../app-deps.js'
 import { busy } from '../domain/refusals.js'
 import { sendError } from '../plugins/errors.js'
-import { ApiError, fromRefusal, unavailableError } from './api-error.js'
+import { ApiError, fromRefusal, HTTP_STATUS, refusalBody, unavailableError } from './api-error.js'
 import { CHECKOUT, type CheckoutBody } from './schemas.js'
 
 /** Checkout bodies are ~40 bytes; anything much larger is not a checkout. */
@@ -29,6 +29,9 @@ export async function checkoutRoutes(app: FastifyInstance, deps: AppDeps): Promi
     })
   }
 
+  const room = deps.waitingRoom
+  const ticketOf = (request: { headers: Record<string, unknown> }) => request.headers['waiting-room-ticket']
+
   app.post<{ Body: CheckoutBody }>(
     '/v1/checkout',
     { bodyLimit: BODY_LIMIT, ...CHECKOUT },
@@ -45,13 +48,28 @@ export async function checkoutRoutes(app: FastifyInstance, deps: AppDeps): Promi
           deps.metrics.shed.inc({ reason: 'inflight' })
           throw fromRefusal(busy('too many checkouts in flight on this instance', 1))
         }
-        // With a waiting room on this sale: an admitted ticket of this user, or a 429/403 here.
-        await deps.waitingRoom.admit(productId, userId, request.headers['waiting-room-ticket'])
         inflight++
         deps.metrics.inflight.inc()
         try {
-          const result = await deps.strategy.checkout({ productId, userId, idempotencyKey })
-          if (!result.ok) throw fromRefusal(result)
+          // With a waiting room on this sale: an admitted ticket of this user, or a 429/403 here.
+          // Skipped where the strategy knows the sale has no room (reserve.lua checks it again).
+          const known = deps.strategy.roomGen(productId)
+          let roomGen = known === '' ? undefined : await room.admit(productId, userId, ticketOf(request))
+          let result = await deps.strategy.checkout({ productId, userId, idempotencyKey, roomGen })
+          if (result.ok === 'gate') {
+            roomGen = await room.admit(productId, userId, ticketOf(request))
+            result = await deps.strategy.checkout({ productId, userId, idempotencyKey, roomGen })
+          }
+          if (result.ok === 'gate') throw new Error('the waiting room changed twice during one checkout')
+          if (!result.ok) {
+            status = HTTP_STATUS[result.code]
+            outcome = result.code.toLowerCase()
+            // A refusal is the flood's common answer: sent as is, without an Error and the
+            // error handler (5xx still go through it, to be logged).
+            if (status >= 500) throw fromRefusal(result)
+            if (result.retryAfterS !== undefined) reply.header('retry-after', String(result.retryAfterS))
+            return reply.code(status).send(refusalBody(result))
+          }
           if (result.remaining !== undefined)
             deps.metrics.stockRemaining.set({ product_id: productId }, result.remaining)
           status = result.status === 'pending' ? 202 : 200

@@ -84,6 +84,24 @@ export const SALE_PUT = {
   } satisfies SchemaRules,
 }
 
+export const SALE_RESTOCK = {
+  schema: {
+    params: { type: 'object', properties: { product_id: ID_PARAM } },
+    body: {
+      type: 'object',
+      required: ['units'],
+      properties: { units: { type: 'integer', minimum: 1, maximum: 10_000_000 } },
+    },
+  },
+  config: {
+    rules: {
+      body: 'expected a JSON object { "units": … }',
+      product_id: ID_RULE,
+      units: 'an integer from 1 to 10000000',
+    },
+  } satisfies SchemaRules,
+}
+
 export interface SaleBody {
   stock: number
   price: number

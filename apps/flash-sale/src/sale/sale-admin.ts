@@ -1,4 +1,5 @@
 import { type Db, inTransaction } from '../db/database.js'
+import { ServiceError } from '../errors.js'
 import type { OrderStore } from '../orders/order-store.js'
 import type { StockView } from '../strategies/strategy.js'
 import type { Catalog } from './catalog.js'
@@ -71,6 +72,51 @@ export async function putSale(
     per_user_limit: input.perUserLimit,
     starts_at: input.startsAt?.toISOString() ?? null,
     ends_at: input.endsAt?.toISOString() ?? null,
+  }
+}
+
+/**
+ * Adds units to a sale's current round (POST /admin/sales/:id/restock): SQL's stock_total and
+ * Redis's stock grow together, and Redis raises the sale's epoch and tells every instance, so a
+ * sold-out answer from memory ends everywhere (sale/sale-snapshots.ts). The SQL row is locked and
+ * updated first, Redis second, then the transaction commits: a Redis failure rolls SQL back.
+ * Undefined: no such sale.
+ */
+export async function restockSale(
+  db: Db,
+  store: SaleStore,
+  productId: string,
+  units: number,
+): Promise<
+  { product_id: string; round: number; stock_total: number; remaining: number; epoch: number } | undefined
+> {
+  return inTransaction(db, async (c) => {
+    const r = await c.query<{ round: number; stock_total: number }>(
+      `UPDATE sales SET stock_total = stock_total + $2, updated_at = now() WHERE product_id = $1
+       RETURNING round, stock_total`,
+      [productId, units],
+    )
+    const row = r.rows[0]
+    if (!row) return undefined
+    const redis = await store.restock(productId, row.round, units)
+    if (!redis) throw new SaleRoundMismatchError(productId, row.round)
+    return {
+      product_id: productId,
+      round: row.round,
+      stock_total: row.stock_total,
+      remaining: redis.stock,
+      epoch: redis.epoch,
+    }
+  })
+}
+
+/** Redis holds another round of the sale than SQL (a reset half done): reset it again. */
+export class SaleRoundMismatchError extends ServiceError {
+  readonly code = 'E_SALE_ROUND_MISMATCH'
+  constructor(productId: string, round: number) {
+    super(
+      `product ${productId}: SQL is at round ${round} but Redis is not; PUT /admin/sales/${productId} again to reset it`,
+    )
   }
 }
 

@@ -1,8 +1,7 @@
-import { setTimeout as sleep } from 'node:timers/promises'
-import { isNoScriptError, Script } from 'kunci'
+import { Script } from 'kunci'
 import { isReserveCode, type ReserveCode } from '../domain/refusals.js'
 import { ServiceError } from '../errors.js'
-import { type RedisClient, refreshSlots } from '../redis/connect.js'
+import type { RedisClient } from '../redis/connect.js'
 import { SALES_REGISTRY_KEY, saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { isRedirect, isRedisOutage } from '../redis/redis-errors.js'
 import type { ReplicaAcks } from '../redis/replica-acks.js'
@@ -11,8 +10,11 @@ import type { StockView } from '../strategies/strategy.js'
 import type { SlotWatch } from './slot-watch.js'
 
 /** The sale's scripts, run through kunci's Script (EVALSHA, EVAL on NOSCRIPT). */
-const RESERVE = Script.fromFile(new URL('./scripts/reserve.lua', import.meta.url))
-const PRELOAD = Script.fromFile(new URL('./scripts/preload.lua', import.meta.url))
+const script = (name: string) => Script.fromFile(new URL(`./scripts/${name}.lua`, import.meta.url))
+const RESERVE = script('reserve')
+const REFUSE = script('refuse')
+const PRELOAD = script('preload')
+const RESTOCK = script('restock')
 
 /** A sale as the admin defines it (amounts in cents, times in ms since the epoch, 0 = none). */
 export interface SaleDefinition {
@@ -25,10 +27,16 @@ export interface SaleDefinition {
   perUserLimit: number
 }
 
+/** reserve.lua's answer for one checkout; ROOM_CHECK: not run, the waiting room must gate it first. */
 export interface ReserveReply {
-  code: ReserveCode
+  code: ReserveCode | 'ROOM_CHECK'
   orderId: string
+  /** Units left after the batch this checkout was in. */
   remaining: number
+  /** The sale's epoch when the batch ran (sale/sale-snapshots.ts). */
+  epoch: number
+  /** The waiting room's generation when the batch ran, '' without a room. */
+  roomGen: string
   replayed: boolean
   /** With replica acknowledgements: whether a replica was shown to hold the reservation. */
   replicated: boolean
@@ -39,13 +47,43 @@ export interface ReserveInput {
   userId: string
   orderId: string
   idempotencyKey: string | undefined
+  /**
+   * The waiting room this checkout was checked against: the generation of the room whose gate
+   * admitted it, or '' when this instance knows of no room. reserve.lua answers ROOM_CHECK
+   * (nothing done) if the sale's room is another.
+   */
+  roomGen: string
 }
 
-interface PendingReserve {
+/** A refusal from an instance's snapshot, to be recorded under its Idempotency-Key (refuse.lua). */
+export interface RefuseInput {
   productId: string
-  keys: string[]
-  args: string[]
-  resolve: (reply: ReserveReply) => void
+  epoch: number
+  userId: string
+  idempotencyKey: string
+  code: 'SOLD_OUT' | 'ALREADY_PURCHASED' | 'SALE_ENDED'
+  orderId: string
+}
+
+/** The recorded answer (the key's earlier one when it had one), or STALE: go through reserve.lua. */
+export type RefuseReply = { code: 'STALE' } | { code: ReserveCode; orderId: string; replayed: boolean }
+
+/** What an instance needs to answer a sold-out sale from memory (sale/sale-snapshots.ts). */
+export interface SaleState {
+  epoch: number
+  remaining: number
+  startsAtMs: number
+  endsAtMs: number
+  perUserLimit: number
+  /** The waiting room's generation, '' without a room. */
+  roomGen: string
+  /** user → { count, last order }; undefined when there are more than the bound asked for. */
+  buyers: Map<string, { count: number; lastOrderId: string }> | undefined
+}
+
+interface Pending<I, R> {
+  input: I
+  resolve: (reply: R) => void
   reject: (err: unknown) => void
 }
 
@@ -56,21 +94,21 @@ export class UnexpectedScriptReplyError extends ServiceError {
   }
 }
 
-function toReserveReply(reply: unknown): ReserveReply {
-  if (!Array.isArray(reply) || reply.length !== 4 || !isReserveCode(reply[0])) {
-    throw new UnexpectedScriptReplyError('reserve', reply)
-  }
-  return {
-    code: reply[0],
-    orderId: String(reply[1]),
-    remaining: Number(reply[2]),
-    replayed: Number(reply[3]) === 1,
-    replicated: false,
+/** A checkout that failed inside the batch's script (reserve.lua's ERROR): the others went on. */
+export class ReservationScriptError extends ServiceError {
+  readonly code = 'E_RESERVATION_SCRIPT'
+  constructor(productId: string, detail: string) {
+    super(`reserve.lua failed for one checkout of product ${productId}: ${detail}`)
   }
 }
 
 /** Bound on every Redis read outside the checkout, so that no endpoint hangs during a failover. */
 const READ_DEADLINE_MS = 2_000
+/**
+ * Checkouts per script call: a script holds the Redis thread while it runs (a checkout costs it
+ * ~10 µs), so a batch is cut into calls of at most this many.
+ */
+const MAX_PER_CALL = 100
 
 export interface SaleStoreOptions {
   /**
@@ -85,13 +123,47 @@ export interface SaleStoreOptions {
    * TimeoutError, and the slot counts as unreachable. @defaultValue 2000
    */
   deadlineMs?: number
+  /** Told the size of every batch sent (flash_sale_reserve_batch_size). */
+  onBatch?: (kind: 'reserve' | 'refuse', size: number) => void
 }
 
-/** The Redis side of a sale: preload, the atomic reservation, order statuses. */
+/**
+ * Groups what arrives in one event-loop turn per sale and sends it as one call when the turn
+ * ends (group commit). Each caller gets its own answer.
+ */
+class TurnBatcher<I, R> {
+  readonly #batches = new Map<string, Pending<I, R>[]>()
+  constructor(readonly flush: (productId: string, batch: Pending<I, R>[]) => Promise<void>) {}
+
+  add(productId: string, input: I): Promise<R> {
+    return new Promise((resolve, reject) => {
+      let batch = this.#batches.get(productId)
+      if (batch === undefined) {
+        const fresh: Pending<I, R>[] = []
+        batch = fresh
+        this.#batches.set(productId, fresh)
+        setImmediate(() => {
+          this.#batches.delete(productId)
+          void this.flush(productId, fresh)
+        })
+      }
+      batch.push({ input, resolve, reject })
+    })
+  }
+}
+
+/** The Redis side of a sale: preload and restock, the atomic reservations, refusals, statuses. */
 export class SaleStore {
   readonly #acks: ReplicaAcks | undefined
   readonly #watch: Pick<SlotWatch, 'record'> | undefined
   readonly #deadlineMs: number
+  readonly #onBatch: SaleStoreOptions['onBatch']
+  readonly #reserves = new TurnBatcher<ReserveInput, ReserveReply>((p, b) =>
+    this.#bounded(p, b, this.#reserve(p, b)),
+  )
+  readonly #refusals = new TurnBatcher<RefuseInput, RefuseReply>((p, b) =>
+    this.#bounded(p, b, this.#refuse(p, b)),
+  )
 
   constructor(
     readonly client: RedisClient,
@@ -100,11 +172,13 @@ export class SaleStore {
     this.#acks = options.acks
     this.#watch = options.watch
     this.#deadlineMs = options.deadlineMs ?? 2_000
+    this.#onBatch = options.onBatch
   }
 
-  async preload(sale: SaleDefinition): Promise<void> {
+  /** Creates or resets a sale (a new round); returns the sale's new epoch. */
+  async preload(sale: SaleDefinition): Promise<number> {
     const k = saleKeys(sale.productId)
-    await PRELOAD.run(
+    const epoch = await PRELOAD.run(
       this.client,
       [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders],
       [
@@ -115,115 +189,213 @@ export class SaleStore {
         sale.endsAtMs,
         sale.perUserLimit,
         WORKER_GROUP,
+        k.events,
       ],
     )
     await this.client.sadd(SALES_REGISTRY_KEY, sale.productId)
     this.#watch?.record(sale.productId, true)
+    return Number(epoch)
+  }
+
+  /** Adds `units` to the round's stock; undefined if the sale is not in that round in Redis. */
+  async restock(
+    productId: string,
+    round: number,
+    units: number,
+  ): Promise<{ epoch: number; stock: number } | undefined> {
+    const k = saleKeys(productId)
+    const reply = (await RESTOCK.run(this.client, [k.meta, k.stock], [units, round, k.events])) as [
+      number,
+      number,
+    ]
+    return reply[0] < 0 ? undefined : { epoch: Number(reply[0]), stock: Number(reply[1]) }
   }
 
   /**
-   * One script call per checkout, sent as a group commit: the reservations of one sale that arrive
-   * in the same event-loop turn go out as one pipeline. With replica acknowledgements, only the
-   * answers that reserved a unit (fresh or replayed: a repeat must not look more durable than the
-   * original) then wait for one shared confirmation round; refusals are answered at once, since
-   * no WAIT could change them. The WAIT never rides in this pipeline (see replica-acks.ts).
+   * One checkout's reservation. The reservations of one sale that arrive in the same event-loop
+   * turn go to Redis as one reserve.lua call carrying all of them (group commit), each answered as
+   * if alone. With replica acknowledgements, only the answers that reserved a unit (fresh or
+   * replayed: a repeat must not look more durable than the original) wait for one shared
+   * confirmation round; refusals are answered at once, since no WAIT could change them.
    */
   reserve(input: ReserveInput): Promise<ReserveReply> {
-    const k = saleKeys(input.productId)
-    const keys = [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders]
-    const args = [input.userId, input.orderId, input.idempotencyKey ?? '']
-    return new Promise((resolve, reject) => {
-      let batch = this.#batches.get(input.productId)
-      if (batch === undefined) {
-        const fresh: PendingReserve[] = []
-        batch = fresh
-        this.#batches.set(input.productId, fresh)
-        setImmediate(() => {
-          this.#batches.delete(input.productId)
-          void this.#flush(input.productId, fresh)
-        })
-      }
-      batch.push({ productId: input.productId, keys, args, resolve, reject })
-    })
+    return this.#reserves.add(input.productId, input)
   }
 
-  readonly #batches = new Map<string, PendingReserve[]>()
+  /** A snapshot's refusal for a checkout with an Idempotency-Key, recorded first (refuse.lua). */
+  refuse(input: RefuseInput): Promise<RefuseReply> {
+    return this.#refusals.add(input.productId, input)
+  }
 
-  async #flush(productId: string, batch: PendingReserve[]): Promise<void> {
-    // Bounded: while a slot fails over, ioredis retries the pipeline for seconds. The user gets
-    // 503 (and retries with the same Idempotency-Key) instead of a hanging request, and the watch
-    // learns at once that the slot does not answer. A late reply settles nothing.
+  /**
+   * Bounded: while a slot fails over, ioredis retries a call for seconds. The users get 503 (and
+   * retry with the same Idempotency-Key) instead of a hanging request, and the watch learns at
+   * once that the slot does not answer. A late reply settles nothing.
+   */
+  async #bounded<I, R>(productId: string, batch: Pending<I, R>[], work: Promise<boolean>): Promise<void> {
     let answered = false
     const timer = setTimeout(() => {
       if (!answered) this.#watch?.record(productId, false)
       for (const item of batch) item.reject(new TimeoutError(this.#deadlineMs))
     }, this.#deadlineMs)
     try {
-      await this.#run(productId, batch, () => {
-        answered = true
-      })
+      answered = await work
+    } catch (err) {
+      if (isRedisOutage(err) && !isRedirect(err)) this.#watch?.record(productId, false)
+      for (const item of batch) item.reject(err)
     } finally {
       clearTimeout(timer)
     }
   }
 
-  async #run(productId: string, batch: PendingReserve[], onAnswer: () => void): Promise<void> {
-    let results: [Error | null, unknown][] | null
-    try {
-      const pipeline = this.client.pipeline()
-      for (const item of batch) RESERVE.queue(pipeline, item.keys, item.args)
-      results = await pipeline.exec()
-    } catch (err) {
-      if (isRedisOutage(err)) this.#watch?.record(productId, false)
-      for (const item of batch) item.reject(err)
-      return
-    }
-    onAnswer()
-    // An outage reply (LOADING, MASTERDOWN…) means the slot did not serve us; a redirect is retried.
-    const first = results?.[0]?.[0]
-    this.#watch?.record(productId, !(first && isRedisOutage(first) && !isRedirect(first)))
-    const reserved: [PendingReserve, ReserveReply][] = []
-    for (const [i, item] of batch.entries()) {
-      const [scriptErr, raw] = results?.[i] ?? [new Error('empty pipeline result'), null]
-      if (scriptErr === null) {
-        let reply: ReserveReply
-        try {
-          reply = toReserveReply(raw)
-        } catch (err) {
-          item.reject(err)
+  /** Resolves true once Redis answered (the batch's promises are settled). */
+  async #reserve(productId: string, batch: Pending<ReserveInput, ReserveReply>[]): Promise<boolean> {
+    const k = saleKeys(productId)
+    const keys = [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders, k.room]
+    const reserved: [Pending<ReserveInput, ReserveReply>, ReserveReply][] = []
+    for (let from = 0; from < batch.length; from += MAX_PER_CALL) {
+      const chunk = batch.slice(from, from + MAX_PER_CALL)
+      const args: string[] = [k.events]
+      for (const { input } of chunk)
+        args.push(input.userId, input.orderId, input.idempotencyKey ?? '', input.roomGen)
+      this.#onBatch?.('reserve', chunk.length)
+      const raw = await RESERVE.run(this.client, keys, args)
+      if (!Array.isArray(raw) || raw.length !== 3 + chunk.length * 3)
+        throw new UnexpectedScriptReplyError('reserve', raw)
+      this.#watch?.record(productId, true)
+      const epoch = Number(raw[0])
+      const remaining = Number(raw[1])
+      const roomGen = String(raw[2])
+      for (const [i, item] of chunk.entries()) {
+        const code = raw[3 + i * 3]
+        const detail = String(raw[4 + i * 3])
+        if (code === 'ERROR') {
+          item.reject(new ReservationScriptError(productId, detail))
           continue
         }
-        if (reply.code === 'RESERVED' && this.#acks) reserved.push([item, reply])
+        if (code !== 'ROOM_CHECK' && !isReserveCode(code)) {
+          item.reject(new UnexpectedScriptReplyError('reserve', raw))
+          continue
+        }
+        const reply: ReserveReply = {
+          code,
+          orderId: detail,
+          remaining,
+          epoch,
+          roomGen,
+          replayed: Number(raw[5 + i * 3]) === 1,
+          replicated: false,
+        }
+        if (code === 'RESERVED' && this.#acks) reserved.push([item, reply])
         else item.resolve(reply)
-      } else if (isNoScriptError(scriptErr) || isRedirect(scriptErr)) {
-        // The script did not run (a promoted replica without the script, or the slot moved):
-        // this checkout goes again on its own, which is safe.
-        this.#reserveAlone(item).then(item.resolve, item.reject)
-      } else {
-        item.reject(scriptErr)
       }
     }
-    if (reserved.length === 0) return
-    const replicated = await this.#acks!.confirm(saleKeys(productId).ackMark)
-    for (const [item, reply] of reserved) item.resolve({ ...reply, replicated })
+    if (reserved.length > 0) {
+      const replicated = await this.#acks!.confirm(k.ackMark)
+      for (const [item, reply] of reserved) item.resolve({ ...reply, replicated })
+    }
+    return true
   }
 
-  async #reserveAlone(item: PendingReserve): Promise<ReserveReply> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        // run() falls back to the source on NOSCRIPT and, as a single command, follows MOVED.
-        const reply = toReserveReply(await RESERVE.run(this.client, item.keys, item.args))
-        if (reply.code !== 'RESERVED' || !this.#acks) return reply
-        return { ...reply, replicated: await this.#acks.confirm(saleKeys(item.productId).ackMark) }
-      } catch (err) {
-        if (attempt < 5 && isRedirect(err)) {
-          await refreshSlots(this.client)
-          await sleep(20 * attempt)
+  async #refuse(productId: string, batch: Pending<RefuseInput, RefuseReply>[]): Promise<boolean> {
+    const k = saleKeys(productId)
+    // One call per epoch in the batch (nearly always one).
+    const byEpoch = new Map<number, Pending<RefuseInput, RefuseReply>[]>()
+    for (const item of batch) {
+      const list = byEpoch.get(item.input.epoch) ?? []
+      list.push(item)
+      byEpoch.set(item.input.epoch, list)
+    }
+    for (const [epoch, all] of byEpoch) {
+      for (let from = 0; from < all.length; from += MAX_PER_CALL) {
+        const chunk = all.slice(from, from + MAX_PER_CALL)
+        const args: string[] = [String(epoch)]
+        for (const { input } of chunk)
+          args.push(input.userId, input.idempotencyKey, input.code, input.orderId)
+        this.#onBatch?.('refuse', chunk.length)
+        const raw = await REFUSE.run(this.client, [k.meta, k.stock, k.idem], args)
+        this.#watch?.record(productId, true)
+        if (Array.isArray(raw) && raw.length === 1 && raw[0] === 'STALE') {
+          for (const item of chunk) item.resolve({ code: 'STALE' })
           continue
         }
-        throw err
+        if (!Array.isArray(raw) || raw.length !== chunk.length * 3)
+          throw new UnexpectedScriptReplyError('refuse', raw)
+        for (const [i, item] of chunk.entries()) {
+          const code = raw[i * 3]
+          if (!isReserveCode(code)) item.reject(new UnexpectedScriptReplyError('refuse', raw))
+          else item.resolve({ code, orderId: String(raw[i * 3 + 1]), replayed: Number(raw[i * 3 + 2]) === 1 })
+        }
       }
     }
+    return true
+  }
+
+  /**
+   * The sale as an instance needs it to answer from memory, read in one pipeline on its slot:
+   * meta, stock, the room's generation and the buyers (only if there are at most `maxBuyers`).
+   */
+  async state(productId: string, maxBuyers: number): Promise<SaleState | undefined> {
+    const k = saleKeys(productId)
+    const results = await withTimeout(
+      this.client
+        .pipeline()
+        .hmget(k.meta, 'epoch', 'starts_at_ms', 'ends_at_ms', 'per_user_limit', 'round')
+        .get(k.stock)
+        .hget(k.room, 'gen')
+        .hlen(k.buyers)
+        .exec(),
+      READ_DEADLINE_MS,
+    )
+    const [metaR, stockR, roomR, countR] = results ?? []
+    for (const r of [metaR, stockR, roomR, countR]) if (r?.[0]) throw r[0]
+    const meta = metaR?.[1] as (string | null)[]
+    if (!meta?.[4]) return undefined
+    const remaining = Number(stockR?.[1] ?? 0)
+    let buyers: SaleState['buyers']
+    if (Number(countR?.[1] ?? 0) <= maxBuyers) {
+      // HSCAN rather than HGETALL: a big hash is read in steps, never in one blocking reply.
+      buyers = new Map()
+      let cursor = '0'
+      do {
+        const [next, flat] = await withTimeout(
+          this.client.hscan(k.buyers, cursor, 'COUNT', 1_000),
+          READ_DEADLINE_MS,
+        )
+        for (let i = 0; i + 1 < flat.length; i += 2) {
+          const [count = '0', last = ''] = flat[i + 1]!.split('|')
+          buyers.set(flat[i]!, { count: Number(count), lastOrderId: last })
+        }
+        cursor = next
+      } while (cursor !== '0')
+    }
+    return {
+      epoch: Number(meta[0] ?? 0),
+      remaining,
+      startsAtMs: Number(meta[1] ?? 0),
+      endsAtMs: Number(meta[2] ?? 0),
+      perUserLimit: Number(meta[3] ?? 1),
+      roomGen: String(roomR?.[1] ?? ''),
+      buyers,
+    }
+  }
+
+  /** The epoch and stock of each sale, one pipelined read per sale (the snapshots' per-second check). */
+  async epochs(productIds: readonly string[]): Promise<Map<string, { epoch: number; remaining: number }>> {
+    const out = new Map<string, { epoch: number; remaining: number }>()
+    await Promise.all(
+      productIds.map(async (id) => {
+        const k = saleKeys(id)
+        const r = await withTimeout(
+          this.client.pipeline().hget(k.meta, 'epoch').get(k.stock).exec(),
+          READ_DEADLINE_MS,
+        )
+        const [e, s] = r ?? []
+        if (e?.[0] || s?.[0]) return
+        out.set(id, { epoch: Number(e?.[1] ?? 0), remaining: Number(s?.[1] ?? 0) })
+      }),
+    )
+    return out
   }
 
   async remaining(productId: string): Promise<number | undefined> {
@@ -239,11 +411,6 @@ export class SaleStore {
       READ_DEADLINE_MS,
     )
     return { remaining: remaining === null ? undefined : Number(remaining), deadLettered }
-  }
-
-  async meta(productId: string): Promise<Record<string, string> | undefined> {
-    const m = await withTimeout(this.client.hgetall(saleKeys(productId).meta), READ_DEADLINE_MS)
-    return Object.keys(m).length === 0 ? undefined : m
   }
 
   /** `reserved|<user>|<round>` → its parts; undefined if Redis does not know the order. */

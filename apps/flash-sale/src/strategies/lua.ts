@@ -3,29 +3,38 @@ import { newOrderId } from '../domain/ids.js'
 import { saleRefusal, unavailable } from '../domain/refusals.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
 import { TimeoutError } from '../runtime-timeout.js'
-import type { SaleStore } from '../sale/sale-store.js'
+import type { SaleSnapshots } from '../sale/sale-snapshots.js'
+import type { ReserveReply, SaleStore } from '../sale/sale-store.js'
 import type { CheckoutOutcome, CheckoutRequest, CheckoutStrategy, StockView } from './strategy.js'
 import { refused } from './strategy.js'
 
 /**
- * The default: one Lua script on the sale's slot does the whole reservation (reserve.lua), the
- * order goes to SQL through the sale's stream. With durability `replica`, the store confirms a
- * reservation on a replica (redis/replica-acks.ts): 200 once a replica holds it, 202 pending if it
- * did not confirm in time or the master has no replica right now.
+ * The default: reserve.lua on the sale's slot does the whole reservation, for every checkout of
+ * one event-loop turn in one call; the order goes to SQL through the sale's stream. With
+ * durability `replica`, the store confirms a reservation on a replica (redis/replica-acks.ts):
+ * 200 once a replica holds it, 202 pending if it did not confirm in time or the master has no
+ * replica right now. Once the sale is sold out, its refusals come from memory
+ * (sale/sale-snapshots.ts): reserve.lua's own answers, recorded under their Idempotency-Key.
  */
 export class LuaStrategy implements CheckoutStrategy {
   readonly name = 'lua' as const
   constructor(
     readonly store: SaleStore,
-    readonly options: { durability: Durability },
+    readonly options: { durability: Durability; snapshots?: SaleSnapshots },
   ) {}
 
   async checkout(req: CheckoutRequest): Promise<CheckoutOutcome> {
-    let reply: Awaited<ReturnType<SaleStore['reserve']>>
     try {
+      const local = await this.#fromMemory(req)
+      if (local !== undefined) return local
       // Bounded by the store's deadline (2 s): 503, and the user retries with the same
       // Idempotency-Key (or, without one, sees ALREADY_PURCHASED).
-      reply = await this.store.reserve({ ...req, orderId: newOrderId(req.productId) })
+      const reply = await this.store.reserve({
+        ...req,
+        orderId: newOrderId(req.productId),
+        roomGen: req.roomGen ?? '',
+      })
+      return this.#outcome(req, reply)
     } catch (err) {
       if (err instanceof TimeoutError)
         return refused(unavailable('the sale store (Redis) did not answer in time', 1, err))
@@ -33,6 +42,35 @@ export class LuaStrategy implements CheckoutStrategy {
         return refused(unavailable('the sale store (Redis) is unreachable or failing over', 1, err))
       throw err
     }
+  }
+
+  /** A sold-out sale's answer without a reservation, or undefined: go through reserve.lua. */
+  async #fromMemory(req: CheckoutRequest): Promise<CheckoutOutcome | undefined> {
+    const snapshots = this.options.snapshots
+    const local = snapshots?.answer(req.productId, req.userId)
+    if (local === undefined) return undefined
+    if (req.idempotencyKey === undefined)
+      return refused(saleRefusal(local.code, req.productId, local.orderId))
+    const recorded = await this.store.refuse({
+      productId: req.productId,
+      epoch: local.epoch,
+      userId: req.userId,
+      idempotencyKey: req.idempotencyKey,
+      code: local.code,
+      orderId: local.orderId,
+    })
+    if (recorded.code === 'STALE') {
+      snapshots?.invalidate(req.productId)
+      return undefined
+    }
+    // The key's earlier answer was a reservation: reserve.lua replays it (with its confirmation).
+    if (recorded.code === 'RESERVED') return undefined
+    return refused(saleRefusal(recorded.code, req.productId, recorded.orderId))
+  }
+
+  #outcome(req: CheckoutRequest, reply: ReserveReply): CheckoutOutcome {
+    this.options.snapshots?.observe(req.productId, reply.epoch, reply.remaining, reply.roomGen)
+    if (reply.code === 'ROOM_CHECK') return { ok: 'gate' }
     if (reply.code !== 'RESERVED') return refused(saleRefusal(reply.code, req.productId, reply.orderId))
     return {
       ok: true,
@@ -49,6 +87,10 @@ export class LuaStrategy implements CheckoutStrategy {
 
   stockView(productId: string): Promise<StockView> {
     return this.store.stockView(productId)
+  }
+
+  roomGen(productId: string): string | undefined {
+    return this.options.snapshots?.roomGen(productId)
   }
 
   async close(): Promise<void> {}

@@ -59,5 +59,10 @@ export class NaiveStrategy implements CheckoutStrategy {
     return this.store.stockView(productId)
   }
 
+  /** Naive reads the stock itself, never the room: its checkouts always pass the gate first. */
+  roomGen(): string | undefined {
+    return undefined
+  }
+
   async close(): Promise<void> {}
 }

@@ -63,6 +63,11 @@ export class RedlockStrategy implements CheckoutStrategy {
     return { remaining: undefined, deadLettered: 0 }
   }
 
+  /** A redlock sale never has a room (its stock is in SQL; the room refuses to be set up). */
+  roomGen(): string {
+    return ''
+  }
+
   async close(): Promise<void> {}
 
   /**

@@ -5,6 +5,12 @@ export interface CheckoutRequest {
   productId: string
   userId: string
   idempotencyKey: string | undefined
+  /**
+   * The waiting room this checkout was checked against: the generation of the room whose gate
+   * admitted it, '' if the gate found no room; undefined if the gate did not run (the strategy
+   * knew of no room).
+   */
+  roomGen?: string
 }
 
 /**
@@ -20,8 +26,12 @@ export interface CheckoutResult {
   replayed: boolean
 }
 
-/** A checkout's outcome in the domain's terms; the routes translate it to HTTP. */
-export type CheckoutOutcome = ({ ok: true } & CheckoutResult) | ({ ok: false } & Refusal)
+/**
+ * A checkout's outcome in the domain's terms; the routes translate it to HTTP. `gate`: the sale
+ * has a waiting room this checkout was not checked against (nothing was done): run the room's
+ * gate, then the checkout again with its `roomGen`.
+ */
+export type CheckoutOutcome = ({ ok: true } & CheckoutResult) | ({ ok: false } & Refusal) | { ok: 'gate' }
 
 /** What the admin view of a sale needs from the store the strategy sells from. */
 export interface StockView {
@@ -39,6 +49,11 @@ export interface CheckoutStrategy {
   remaining(productId: string): Promise<number | undefined>
   /** For GET /admin/sales/:id. */
   stockView(productId: string): Promise<StockView>
+  /**
+   * The sale's waiting room as far as the strategy knows: '' none (the gate may be skipped), a
+   * generation, or undefined (unknown: run the gate).
+   */
+  roomGen(productId: string): string | undefined
   close(): Promise<void>
 }
 

@@ -144,10 +144,12 @@ export class WaitingRoom {
    * The checkout's ticket check, before any reservation. No room → nothing to check. With a
    * room: no ticket → 429 WAITING_ROOM; waiting → 429 NOT_ADMITTED; forged, of another user or
    * sale, of an earlier room or lapsed → 403 INVALID_TICKET; not admitted and nothing left →
-   * 409 SOLD_OUT. Admitted (or done buying) → the reservation decides.
+   * 409 SOLD_OUT. Admitted (or done buying) → the reservation decides. Resolves with the
+   * generation of the room the checkout was admitted to ('' for no room), which reserve.lua
+   * checks against the sale's room.
    */
-  async admit(productId: string, userId: string, header: unknown): Promise<void> {
-    if (!this.checksTickets) return
+  async admit(productId: string, userId: string, header: unknown): Promise<string> {
+    if (!this.checksTickets) return ''
     let generation = ''
     let problem: string | undefined
     if (header !== undefined) {
@@ -160,8 +162,9 @@ export class WaitingRoom {
     const gate = await bounded(this.store.gate(productId, userId, generation))
     switch (gate.code) {
       case 'OFF':
+        return ''
       case 'OK':
-        return
+        return generation
       case 'NO_TICKET':
         if (problem !== undefined) throw this.#invalid(problem, 'checkout')
         this.metrics.refusals.inc({ code: 'WAITING_ROOM', reason: '' })

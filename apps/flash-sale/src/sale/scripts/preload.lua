@@ -1,16 +1,21 @@
 -- Creates or resets a sale in Redis: a new round with its stock, window and limit; the buyers,
--- idempotency answers and order statuses of the previous round are dropped. The stream stays:
--- events of an older round still in it are settled by the workers as failed (stale round).
+-- idempotency answers and order statuses of the previous round are dropped (a reset is a new
+-- sale: idempotency answers are kept per round). The stream stays: events of an older round
+-- still in it are settled by the workers as failed (stale round). The sale's epoch grows (it is
+-- never reset), and every instance is told: whatever it answered from memory is void.
 --
 -- KEYS[1] meta  KEYS[2] stock  KEYS[3] buyers  KEYS[4] idem  KEYS[5] status  KEYS[6] orders (stream)
 -- ARGV[1] round  ARGV[2] stock_total  ARGV[3] price_cents  ARGV[4] starts_at_ms (0 = now)
 -- ARGV[5] ends_at_ms (0 = open-ended)  ARGV[6] per_user_limit  ARGV[7] worker group name
--- Returns 1.
+-- ARGV[8] the sale's notification channel (sharded pub/sub)
+-- Returns the new epoch.
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
 redis.call('HSET', KEYS[1], 'round', ARGV[1], 'stock_total', ARGV[2], 'price_cents', ARGV[3],
   'starts_at_ms', ARGV[4], 'ends_at_ms', ARGV[5], 'per_user_limit', ARGV[6])
+local epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
 redis.call('SET', KEYS[2], ARGV[2])
 -- From '0': a group created late must still see every event already in the stream.
 -- An existing group answers BUSYGROUP, which is what we want.
 redis.pcall('XGROUP', 'CREATE', KEYS[6], ARGV[7], '0', 'MKSTREAM')
-return 1
+redis.call('SPUBLISH', ARGV[8], 'epoch ' .. epoch)
+return epoch

@@ -1,0 +1,205 @@
+import type { SaleState, SaleStore } from './sale-store.js'
+
+export interface SnapshotOptions {
+  /**
+   * The memory bound of a snapshot: a sold-out sale with more buyers than this is not answered
+   * from memory (every checkout goes to Redis). A buyer costs about 100 bytes: 100,000 ≈ 10 MB.
+   * @defaultValue 100000
+   */
+  maxBuyers?: number
+  /** Every known sale's epoch is read this often (a lost notification costs at most this). @defaultValue 1000 */
+  checkIntervalMs?: number
+  /**
+   * Around the sale's start and end, checkouts go to Redis: its clock (TIME) decides, and this
+   * instance's may be off by up to this much. @defaultValue 1000
+   */
+  clockMarginMs?: number
+  /** A local answer was given (by code). */
+  onLocalAnswer?: (code: LocalAnswer['code']) => void
+  /** The per-second check found a newer epoch the notifications had not brought: one was lost. */
+  onResync?: (productId: string) => void
+  /** A sale's epoch as this instance knows it now. */
+  onEpoch?: (productId: string, epoch: number) => void
+}
+
+/** What a snapshot answers: the refusals reserve.lua would give a sold-out sale. */
+export interface LocalAnswer {
+  code: 'SOLD_OUT' | 'ALREADY_PURCHASED' | 'SALE_ENDED'
+  /** ALREADY_PURCHASED: the user's last order; '' otherwise. */
+  orderId: string
+  /** The epoch the answer holds for (refuse.lua records it only at that epoch). */
+  epoch: number
+}
+
+interface Known {
+  epoch: number
+  /** The waiting room's generation at `epoch` ('' none), as the last batch or read saw it. */
+  roomGen: string
+  soldOut: boolean
+  /** Loaded once the sale is sold out at `epoch`; undefined while loading or over the bound. */
+  state: SaleState | undefined
+  loading: boolean
+}
+
+/**
+ * What this instance knows of each sale, to answer a sold-out sale's flood from memory (issue 15)
+ * with exactly reserve.lua's answers, never a sale:
+ *
+ * - **Epoch.** Every change that can make a unit sellable again (a reset, a restock, a unit
+ *   returned) raises the sale's epoch in the same script that changes the stock, and publishes it
+ *   on the sale's sharded channel. A snapshot belongs to one epoch; a newer one voids it.
+ * - **Sold out.** Learnt from the batch that sold the last unit (its reply) and from the
+ *   'sold-out <epoch>' notification of the instance that sold it. The snapshot is then read from
+ *   Redis: window, limit, room, and the buyers (at most the stock; over `maxBuyers`, no snapshot).
+ *   Within an epoch a sold-out sale's buyers cannot change, so the snapshot stays exact.
+ * - **Never oversell.** A local answer only ever says no; a sale always goes through Redis.
+ * - **Not undersell for long.** A missed notification is caught by one read of every known sale's
+ *   epoch per `checkIntervalMs`: selling resumes within about a second of a restock.
+ * - **Idempotency.** An answer to a checkout with an Idempotency-Key is recorded (refuse.lua, one
+ *   call per sale per turn, epoch-checked) before it is sent, and the key's earlier answer wins:
+ *   the same key gets the same answer on every instance, after restarts and after a restock.
+ */
+export class SaleSnapshots {
+  readonly #store: SaleStore
+  readonly #o: Required<Omit<SnapshotOptions, 'onLocalAnswer' | 'onResync' | 'onEpoch'>> &
+    Pick<SnapshotOptions, 'onLocalAnswer' | 'onResync' | 'onEpoch'>
+  readonly #sales = new Map<string, Known>()
+  #timer: NodeJS.Timeout | undefined
+  #checking = false
+
+  constructor(store: SaleStore, options: SnapshotOptions = {}) {
+    this.#store = store
+    this.#o = { maxBuyers: 100_000, checkIntervalMs: 1_000, clockMarginMs: 1_000, ...options }
+  }
+
+  start(): void {
+    if (this.#timer) return
+    this.#timer = setInterval(() => void this.check(), this.#o.checkIntervalMs)
+    this.#timer.unref()
+  }
+
+  stop(): void {
+    clearInterval(this.#timer)
+    this.#timer = undefined
+  }
+
+  /** A reserve batch's reply: the epoch it ran at, what was left, the room's generation. */
+  observe(productId: string, epoch: number, remaining: number, roomGen: string): void {
+    const k = this.#at(productId, epoch)
+    if (k === undefined) return
+    k.roomGen = roomGen
+    if (remaining <= 0 && !k.soldOut) this.#soldOut(productId, k)
+  }
+
+  /** A message of the sale's channel: 'sold-out <epoch>' or 'epoch <n>'. */
+  notify(productId: string, message: string): void {
+    const [kind, n] = message.split(' ')
+    const epoch = Number(n)
+    if (!Number.isSafeInteger(epoch)) return
+    const k = this.#at(productId, epoch)
+    if (k !== undefined && kind === 'sold-out' && !k.soldOut) this.#soldOut(productId, k)
+  }
+
+  /** The room's generation this instance knows for the sale ('' none), undefined if unknown. */
+  roomGen(productId: string): string | undefined {
+    return this.#sales.get(productId)?.roomGen
+  }
+
+  /**
+   * The answer reserve.lua would give this checkout, from memory, or undefined: go to Redis (not
+   * sold out at this epoch, not loaded yet, over the bound, a sale with a waiting room (its gate
+   * answers first), or near the sale's start or end). Its order follows reserve.lua's checks.
+   */
+  answer(productId: string, userId: string, now = Date.now()): LocalAnswer | undefined {
+    const k = this.#sales.get(productId)
+    const s = k?.state
+    if (!k?.soldOut || s === undefined || s.buyers === undefined || s.roomGen !== '') return undefined
+    const margin = this.#o.clockMarginMs
+    if (now < s.startsAtMs + margin) return undefined
+    if (s.endsAtMs > 0 && now >= s.endsAtMs - margin) {
+      if (now < s.endsAtMs + margin) return undefined
+      return this.#give({ code: 'SALE_ENDED', orderId: '', epoch: k.epoch })
+    }
+    const bought = s.buyers.get(userId)
+    if (bought && bought.count >= s.perUserLimit)
+      return this.#give({ code: 'ALREADY_PURCHASED', orderId: bought.lastOrderId, epoch: k.epoch })
+    return this.#give({ code: 'SOLD_OUT', orderId: '', epoch: k.epoch })
+  }
+
+  /** A recorded answer came back STALE: the snapshot is void (a newer epoch, or stock again). */
+  invalidate(productId: string): void {
+    this.#sales.delete(productId)
+  }
+
+  /** One read per known sale: a newer epoch than ours means a notification was lost. */
+  async check(): Promise<void> {
+    if (this.#checking || this.#sales.size === 0) return
+    this.#checking = true
+    try {
+      const ids = [...this.#sales.keys()]
+      const now = await this.#store.epochs(ids).catch(() => new Map())
+      for (const [id, { epoch, remaining }] of now) {
+        const k = this.#sales.get(id)
+        if (k === undefined) continue
+        if (epoch > k.epoch) {
+          this.#o.onResync?.(id)
+          this.#sales.delete(id)
+          this.#at(id, epoch)
+        }
+        const fresh = this.#sales.get(id)
+        // Stock again within the same epoch cannot happen (it would have raised the epoch); if
+        // it did, memory is not to be trusted.
+        if (fresh?.soldOut && remaining > 0) this.#sales.delete(id)
+        else if (fresh && !fresh.soldOut && remaining <= 0) this.#soldOut(id, fresh)
+      }
+    } finally {
+      this.#checking = false
+    }
+  }
+
+  #give(a: LocalAnswer): LocalAnswer {
+    this.#o.onLocalAnswer?.(a.code)
+    return a
+  }
+
+  /** The sale's entry at `epoch`: created or renewed for a newer epoch, undefined for an older one. */
+  #at(productId: string, epoch: number): Known | undefined {
+    const k = this.#sales.get(productId)
+    if (k !== undefined && epoch < k.epoch) return undefined
+    if (k !== undefined && epoch === k.epoch) return k
+    const fresh: Known = {
+      epoch,
+      roomGen: k?.roomGen ?? '',
+      soldOut: false,
+      state: undefined,
+      loading: false,
+    }
+    this.#sales.set(productId, fresh)
+    this.#o.onEpoch?.(productId, epoch)
+    return fresh
+  }
+
+  #soldOut(productId: string, k: Known): void {
+    k.soldOut = true
+    if (k.loading) return
+    k.loading = true
+    void this.#store.state(productId, this.#o.maxBuyers).then(
+      (state) => {
+        k.loading = false
+        // Read after the epoch moved on, or not sold out at it after all: not a snapshot.
+        if (this.#sales.get(productId) !== k || state === undefined) return
+        if (state.epoch !== k.epoch || state.remaining > 0) {
+          this.#sales.delete(productId)
+          return
+        }
+        k.roomGen = state.roomGen
+        k.state = state
+      },
+      () => {
+        // Unreachable now: the next batch or check that sees it sold out tries again.
+        k.loading = false
+        k.soldOut = false
+      },
+    )
+  }
+}
