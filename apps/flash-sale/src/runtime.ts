@@ -90,7 +90,7 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   // on the sale's own sharded channel (sale/sale-events.ts).
   let events: SaleEvents | undefined
   const snapshots =
-    config.strategy === 'lua'
+    config.strategy === 'lua' && config.localAnswers
       ? new SaleSnapshots(store, {
           onLocalAnswer: (code) => metrics.localAnswers.inc({ code }),
           onResync: (product_id) => metrics.saleResyncs.inc({ product_id }),

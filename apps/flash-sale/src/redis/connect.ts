@@ -96,8 +96,10 @@ export function ackRoute(client: RedisClient, config: RedisAccess): AckRoute {
     maxRetriesPerRequest: 0,
     retryStrategy: (times) => Math.min(100 * times, 1_000),
   }
+  // A dead node's connection errors until the round gives up on it; the round reports it.
+  const quiet = (conn: Redis) => conn.on('error', () => {})
   if (!(client instanceof Cluster)) {
-    return { nodeOf: () => 'standalone', connect: () => client.duplicate(options) }
+    return { nodeOf: () => 'standalone', connect: () => quiet(client.duplicate(options)) }
   }
   return {
     // ioredis keeps the slot table public (`slots[slot]` = [master, ...replicas] as host:port) and
@@ -105,7 +107,7 @@ export function ackRoute(client: RedisClient, config: RedisAccess): AckRoute {
     nodeOf: (key) => client.slots[keySlot(key)]?.[0],
     connect: (node) => {
       const colon = node.lastIndexOf(':')
-      return new Redis({ ...options, host: node.slice(0, colon), port: Number(node.slice(colon + 1)) })
+      return quiet(new Redis({ ...options, host: node.slice(0, colon), port: Number(node.slice(colon + 1)) }))
     },
   }
 }

@@ -18,6 +18,8 @@ export class SaleEvents {
   constructor(subscriber: RedisClient, onMessage: (productId: string, message: string) => void) {
     this.#subscriber = subscriber
     this.#onMessage = onMessage
+    // Connection errors are ioredis' to retry; a lost notification is caught by the snapshots' check.
+    subscriber.on('error', () => {})
     subscriber.on('smessage', (channel: string, message: string) => {
       const id = CHANNEL.exec(channel)?.[1]
       if (id !== undefined) this.#onMessage(id, message)

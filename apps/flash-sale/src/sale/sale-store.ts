@@ -65,8 +65,14 @@ export interface RefuseInput {
   orderId: string
 }
 
-/** The recorded answer (the key's earlier one when it had one), or STALE: go through reserve.lua. */
-export type RefuseReply = { code: 'STALE' } | { code: ReserveCode; orderId: string; replayed: boolean }
+/**
+ * The recorded answer (the key's earlier one when it had one), or STALE: go through reserve.lua.
+ * A key whose earlier answer was RESERVED is replayed with its confirmation, as reserve.lua's
+ * replay would be (a repeat must not look more durable than the original).
+ */
+export type RefuseReply =
+  | { code: 'STALE' }
+  | { code: ReserveCode; orderId: string; replayed: boolean; replicated: boolean }
 
 /** What an instance needs to answer a sold-out sale from memory (sale/sale-snapshots.ts). */
 export interface SaleState {
@@ -321,10 +327,25 @@ export class SaleStore {
         }
         if (!Array.isArray(raw) || raw.length !== chunk.length * 3)
           throw new UnexpectedScriptReplyError('refuse', raw)
+        const reserved: [Pending<RefuseInput, RefuseReply>, RefuseReply & { code: ReserveCode }][] = []
         for (const [i, item] of chunk.entries()) {
           const code = raw[i * 3]
-          if (!isReserveCode(code)) item.reject(new UnexpectedScriptReplyError('refuse', raw))
-          else item.resolve({ code, orderId: String(raw[i * 3 + 1]), replayed: Number(raw[i * 3 + 2]) === 1 })
+          if (!isReserveCode(code)) {
+            item.reject(new UnexpectedScriptReplyError('refuse', raw))
+            continue
+          }
+          const reply = {
+            code,
+            orderId: String(raw[i * 3 + 1]),
+            replayed: Number(raw[i * 3 + 2]) === 1,
+            replicated: false,
+          }
+          if (code === 'RESERVED' && this.#acks) reserved.push([item, reply])
+          else item.resolve(reply)
+        }
+        if (reserved.length > 0) {
+          const replicated = await this.#acks!.confirm(k.ackMark)
+          for (const [item, reply] of reserved) item.resolve({ ...reply, replicated })
         }
       }
     }

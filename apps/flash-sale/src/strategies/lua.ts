@@ -63,8 +63,15 @@ export class LuaStrategy implements CheckoutStrategy {
       snapshots?.invalidate(req.productId)
       return undefined
     }
-    // The key's earlier answer was a reservation: reserve.lua replays it (with its confirmation).
-    if (recorded.code === 'RESERVED') return undefined
+    if (recorded.code === 'RESERVED') {
+      // The key's earlier answer was a reservation: its replay, confirmed like reserve.lua's.
+      return {
+        ok: true,
+        orderId: recorded.orderId,
+        status: this.options.durability === 'none' || recorded.replicated ? 'reserved' : 'pending',
+        replayed: true,
+      }
+    }
     return refused(saleRefusal(recorded.code, req.productId, recorded.orderId))
   }
 

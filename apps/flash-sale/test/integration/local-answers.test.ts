@@ -1,0 +1,288 @@
+// Issue 15: a sold-out sale's flood answered from the instances' memory, with exactly Redis's
+// answers, never a sale from memory. Two service processes on a 3+3 Cluster; a control app in
+// this process with LOCAL_ANSWERS=false gives the answers of the Redis path for the same requests.
+import { randomUUID } from 'node:crypto'
+import { Cluster, Redis } from 'ioredis'
+import { keySlot } from 'kunci'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type App, buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/config.js'
+import { saleKeys } from '../../src/redis/keys.js'
+import { createRuntime, type Runtime } from '../../src/runtime.js'
+import { eventually } from '../support/eventually.js'
+import { useStack } from '../support/stack-fixture.js'
+
+interface Answer {
+  status: number
+  body: { order_id?: string; status?: string; error?: { code: string; message: string; order_id?: string } }
+}
+
+describe('a sold-out sale answered from memory', () => {
+  const fx = useStack({ strategy: 'lua', instances: 2, lockNodes: false }, { db: 'fs_local' })
+  let control: { runtime: Runtime; app: App }
+  let admin: Cluster
+
+  beforeAll(async () => {
+    const runtime = await createRuntime(loadConfig({ ...fx.stack.env, LOCAL_ANSWERS: 'false', PORT: '0' }))
+    control = { runtime, app: await buildApp(runtime.deps) }
+    admin = new Cluster(fx.stack.cluster.startupNodes, {
+      redisOptions: { username: fx.stack.redisAdmin.username, password: fx.stack.redisAdmin.password },
+    })
+  }, 60_000)
+
+  afterAll(async () => {
+    admin?.disconnect()
+    await control?.app.close()
+    await control?.runtime.close()
+  })
+
+  const body = (productId: string, userId: number | string) =>
+    JSON.stringify({ product_id: productId, user_id: userId })
+
+  /** Through the stack's port: node:cluster spreads the connections over both instances. */
+  async function checkout(productId: string, userId: number | string, key?: string): Promise<Answer> {
+    const res = await fetch(`${fx.stack.url}/v1/checkout`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) },
+      body: body(productId, userId),
+    })
+    return { status: res.status, body: (await res.json()) as Answer['body'] }
+  }
+
+  /** The Redis path's answer to the same request (the control app, no memory). */
+  async function viaRedis(productId: string, userId: number | string, key?: string): Promise<Answer> {
+    const res = await control.app.inject({
+      method: 'POST',
+      url: '/v1/checkout',
+      headers: { 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) },
+      payload: body(productId, userId),
+    })
+    return { status: res.statusCode, body: res.json() as Answer['body'] }
+  }
+
+  /** Sum over both instances of a counter or histogram count on the summed /metrics page. */
+  async function metric(name: string, labels = ''): Promise<number> {
+    const page = await fetch(fx.stack.metricsUrl!).then((r) => r.text())
+    let sum = 0
+    for (const line of page.split('\n')) {
+      if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) {
+        if (labels && !line.includes(labels)) continue
+        sum += Number(line.slice(line.lastIndexOf(' ') + 1))
+      }
+    }
+    return sum
+  }
+
+  async function sellOut(productId: string, stock: number): Promise<Map<number, string>> {
+    await fx.stack.putSale({ productId, stock })
+    const buyers = new Map<number, string>()
+    for (let u = 1; buyers.size < stock; u++) {
+      const a = await checkout(productId, u)
+      expect(a.status).toBe(200)
+      buyers.set(u, a.body.order_id!)
+    }
+    // Both instances learn it (the batch that sold the last unit, and its notification).
+    await eventually(
+      async () => {
+        const before = await metric('flash_sale_local_answers_total')
+        await Promise.all(Array.from({ length: 20 }, (_, i) => checkout(productId, 10_000 + i)))
+        return (await metric('flash_sale_local_answers_total')) - before
+      },
+      (n) => n >= 20,
+      { timeoutMs: 20_000, what: 'both instances answering from memory' },
+    )
+    return buyers
+  }
+
+  it('non-buyers, buyers, keys used before the sell-out, unknown products: the Redis path answers, without a reservation call', async () => {
+    const productId = '8101'
+    await fx.stack.putSale({ productId, stock: 5 })
+    // Keys used before the sell-out: one that won, one that was refused (a second unit for a buyer).
+    const won = randomUUID()
+    const wonAnswer = await checkout(productId, 1, won)
+    expect(wonAnswer.status).toBe(200)
+    const refused = randomUUID()
+    const refusedAnswer = await checkout(productId, 1, refused)
+    expect(refusedAnswer.body.error?.code).toBe('ALREADY_PURCHASED')
+    const buyers = new Map<number, string>([[1, wonAnswer.body.order_id!]])
+    for (let u = 2; buyers.size < 5; u++) buyers.set(u, (await checkout(productId, u)).body.order_id!)
+    await eventually(
+      async () => {
+        const before = await metric('flash_sale_local_answers_total')
+        await Promise.all(Array.from({ length: 20 }, (_, i) => checkout(productId, 20_000 + i)))
+        return (await metric('flash_sale_local_answers_total')) - before
+      },
+      (n) => n >= 20,
+      { timeoutMs: 20_000, what: 'both instances answering from memory' },
+    )
+
+    const reserveCalls = () => metric('flash_sale_reserve_batch_size_count', 'kind="reserve"')
+    const before = await reserveCalls()
+    const localBefore = await metric('flash_sale_local_answers_total')
+    const asked: { user: number | string; key?: string; answer: Answer }[] = []
+    // From both instances (many connections): non-buyers, buyers, repeats of the old keys, new keys.
+    for (let i = 0; i < 40; i++) {
+      const user = 30_000 + i
+      asked.push({ user, answer: await checkout(productId, user) })
+      const key = randomUUID()
+      asked.push({ user, key, answer: await checkout(productId, user, key) })
+    }
+    for (const [user] of buyers) asked.push({ user, answer: await checkout(productId, user) })
+    asked.push({ user: 1, key: won, answer: await checkout(productId, 1, won) })
+    asked.push({ user: 1, key: refused, answer: await checkout(productId, 1, refused) })
+    expect(await reserveCalls()).toBe(before)
+    expect((await metric('flash_sale_local_answers_total')) - localBefore).toBe(asked.length)
+
+    const codes = asked.map((a) => a.answer.body.error?.code ?? a.answer.status)
+    expect(codes.filter((c) => c === 'SOLD_OUT')).toHaveLength(80)
+    for (const [user, orderId] of buyers) {
+      const a = asked.find((x) => x.user === user && x.key === undefined)!
+      expect(a.answer.body.error).toMatchObject({ code: 'ALREADY_PURCHASED', order_id: orderId })
+    }
+    // The key that won gets its order again (its replay, confirmed on a replica), the refused one
+    // its refusal.
+    expect(asked.at(-2)!.answer).toEqual(wonAnswer)
+    expect(asked.at(-1)!.answer).toEqual(refusedAnswer)
+    // The Redis path answers every one of these requests with the same body.
+    for (const a of asked) expect(await viaRedis(productId, a.user, a.key)).toEqual(a.answer)
+    // An unknown product is still 404 (never remembered).
+    expect((await checkout('8199', 1)).status).toBe(404)
+    // Another user with a recorded key: the Redis path's 422.
+    const someoneElse = await checkout(productId, 99_999, asked[1]!.key)
+    expect(someoneElse).toEqual(await viaRedis(productId, 99_999, asked[1]!.key))
+    expect(someoneElse.status).toBe(422)
+  })
+
+  it('restock after the sell-out: both instances sell again within 1 s, and the epoch grew', async () => {
+    const productId = '8102'
+    await sellOut(productId, 3)
+    const epochBefore = await metric('flash_sale_sale_epoch', `product_id="${productId}"`)
+    const res = await fetch(`${fx.stack.url}/admin/sales/${productId}/restock`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${fx.stack.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ units: 20 }),
+    })
+    const restocked = (await res.json()) as { epoch: number; remaining: number }
+    const at = Date.now()
+    expect(res.status).toBe(200)
+    expect(restocked.remaining).toBe(20)
+    // Every connection: each of the 20 units is sold, on whichever instance.
+    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => checkout(productId, 40_000 + i)))
+    const sold = answers.filter((a) => a.status === 200).length
+    expect(sold).toBe(20)
+    expect(Date.now() - at).toBeLessThan(1_000 + 2_000) // 1 s promised, with a loaded machine's slack
+    expect(restocked.epoch).toBeGreaterThan(epochBefore)
+    await eventually(
+      () => metric('flash_sale_sale_epoch', `product_id="${productId}"`),
+      (e) => e === restocked.epoch,
+      { what: 'the new epoch on the instances' },
+    )
+  })
+
+  it('a lost notification (the subscriber cut off): never oversold, selling again within the documented bound', async () => {
+    const productId = '8103'
+    await sellOut(productId, 3)
+    const master = await fx.stack.cluster.slotOwner(keySlot(saleKeys(productId).events))
+    const direct = new Redis({
+      host: master.host,
+      port: master.port,
+      username: fx.stack.redisAdmin.username,
+      password: fx.stack.redisAdmin.password,
+    })
+    // Forbid the app's sharded subscriptions and drop its subscribers: the next notifications are lost.
+    await direct.call('ACL', 'SETUSER', 'flash-sale', '-ssubscribe')
+    await direct.call('CLIENT', 'KILL', 'TYPE', 'pubsub')
+    const resyncsBefore = await metric('flash_sale_sale_resyncs_total')
+    try {
+      const at = Date.now()
+      const res = await fetch(`${fx.stack.url}/admin/sales/${productId}/restock`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${fx.stack.adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ units: 10 }),
+      })
+      expect(res.status).toBe(200)
+      // Keep buying until all 10 are sold; never more.
+      let sold = 0
+      let user = 50_000
+      let firstSaleAt = 0
+      await eventually(
+        async () => {
+          const answers = await Promise.all(Array.from({ length: 10 }, () => checkout(productId, user++)))
+          const ok = answers.filter((a) => a.status === 200).length
+          if (ok > 0 && firstSaleAt === 0) firstSaleAt = Date.now()
+          sold += ok
+          return sold
+        },
+        (n) => n >= 10,
+        { timeoutMs: 20_000, intervalMs: 50, what: 'the 10 restocked units sold' },
+      )
+      expect(sold).toBe(10)
+      // Without the notification: the per-second epoch check, plus a loaded machine's slack.
+      expect(firstSaleAt - at).toBeLessThan(1_000 + 2_000)
+      expect(await metric('flash_sale_sale_resyncs_total')).toBeGreaterThan(resyncsBefore)
+      const after = await Promise.all(Array.from({ length: 20 }, () => checkout(productId, user++)))
+      expect(after.every((a) => a.body.error?.code === 'SOLD_OUT')).toBe(true)
+    } finally {
+      await direct.call('ACL', 'SETUSER', 'flash-sale', '+ssubscribe')
+      direct.disconnect()
+    }
+  })
+
+  it('kill -9 of the sale master after the sell-out: the answers stay right through the failover', {
+    timeout: 120_000,
+  }, async () => {
+    const productId = '8104'
+    const buyers = await sellOut(productId, 4)
+    const master = await fx.stack.cluster.slotOwner(keySlot(saleKeys(productId).stock))
+    const answers: Answer[] = []
+    const stop = new AbortController()
+    const load = (async () => {
+      for (let u = 60_000; !stop.signal.aborted; u++) {
+        answers.push(
+          await checkout(
+            productId,
+            u % 7 === 0 ? [...buyers.keys()][u % 4]! : u,
+            u % 2 ? randomUUID() : undefined,
+          ),
+        )
+      }
+    })()
+    await fx.stack.cluster.failover(master)
+    await new Promise((r) => setTimeout(r, 3_000))
+    stop.abort()
+    await load
+    await fx.stack.cluster.rejoin(master)
+    // No sale, and every answer a refusal Redis would give (or 503 while the slot moved).
+    const odd = answers.filter(
+      (a) => a.status !== 503 && !['SOLD_OUT', 'ALREADY_PURCHASED'].includes(a.body.error?.code ?? ''),
+    )
+    expect(odd).toEqual([])
+    for (const a of answers.filter((x) => x.body.error?.code === 'ALREADY_PURCHASED'))
+      expect([...buyers.values()]).toContain(a.body.error?.order_id)
+    expect(answers.filter((a) => a.status === 409).length).toBeGreaterThan(50)
+  })
+
+  it('a batch in which one checkout fails inside the script answers the others correctly', async () => {
+    const productId = '8105'
+    await fx.stack.putSale({ productId, stock: 100 })
+    // A buyer record Redis would never write: that user's checkout errors inside reserve.lua.
+    await admin.hset(saleKeys(productId).buyers, 'poison', 'not-a-count')
+    const store = control.runtime.deps.store
+    const users = Array.from({ length: 30 }, (_, i) => (i === 11 ? 'poison' : `b-${i}`))
+    const replies = await Promise.allSettled(
+      users.map((userId) =>
+        store.reserve({
+          productId,
+          userId,
+          orderId: `${productId}.o-${userId}`,
+          idempotencyKey: undefined,
+          roomGen: '',
+        }),
+      ),
+    )
+    expect(replies[11]).toMatchObject({ status: 'rejected', reason: { code: 'E_RESERVATION_SCRIPT' } })
+    const others = replies.filter((_, i) => i !== 11)
+    expect(others.every((r) => r.status === 'fulfilled' && r.value.code === 'RESERVED')).toBe(true)
+    expect(Number(await admin.get(saleKeys(productId).stock))).toBe(71)
+  })
+})
