@@ -74,7 +74,8 @@ for i = 2, #ARGV, 4 do
     out[#out + 1] = replayed
   else
     out[#out + 1] = 'ERROR'
-    out[#out + 1] = tostring(code)
+    -- A failed redis.call raises a table { err = '…' }; a Lua error raises a string.
+    out[#out + 1] = type(code) == 'table' and tostring(code.err) or tostring(code)
     out[#out + 1] = 0
   end
 end
