@@ -76,7 +76,9 @@ export class LuaStrategy implements CheckoutStrategy {
   }
 
   #outcome(req: CheckoutRequest, reply: ReserveReply): CheckoutOutcome {
-    this.options.snapshots?.observe(req.productId, reply.epoch, reply.remaining, reply.roomGen)
+    // Only sales that exist are remembered: a flood of made-up product ids must not grow memory.
+    if (reply.code !== 'UNKNOWN_PRODUCT')
+      this.options.snapshots?.observe(req.productId, reply.epoch, reply.remaining, reply.roomGen)
     if (reply.code === 'ROOM_CHECK') return { ok: 'gate' }
     if (reply.code !== 'RESERVED') return refused(saleRefusal(reply.code, req.productId, reply.orderId))
     return {
