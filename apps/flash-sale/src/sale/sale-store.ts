@@ -268,8 +268,9 @@ export class SaleStore {
       const raw = await RESERVE.run(this.client, keys, args)
       if (!Array.isArray(raw) || raw.length !== 3 + chunk.length * 3)
         throw new UnexpectedScriptReplyError('reserve', raw)
-      this.#watch?.record(productId, true)
       const epoch = Number(raw[0])
+      // Epoch 0: no such sale. Only sales that exist are watched (made-up ids must not grow it).
+      if (epoch > 0) this.#watch?.record(productId, true)
       const remaining = Number(raw[1])
       const roomGen = String(raw[2])
       for (const [i, item] of chunk.entries()) {
