@@ -141,6 +141,19 @@ for (const cfg of CONFIGS) {
       }
     })
 
+    it("gives the service, and only it, WAITING_ROOM_SECRET from the app Secret's waiting-room-secret", () => {
+      const containers = objects
+        .filter(isWorkload)
+        .flatMap((o) => [...podSpec(o).containers, ...(podSpec(o).initContainers ?? [])])
+      const withIt = containers.filter((c) => c.env?.some((e) => e.name === 'WAITING_ROOM_SECRET'))
+      expect(withIt.map((c) => c.name)).toEqual(['flash-sale'])
+      const e = withIt[0]!.env!.find((x) => x.name === 'WAITING_ROOM_SECRET')!
+      expect(e.value).toBeUndefined()
+      expect(e.valueFrom).toEqual({ secretKeyRef: { name: 'flash-sale', key: 'waiting-room-secret' } })
+      const rendered = renderManifests(cfg)
+      expect(rendered.get('flash-sale.yaml') ?? '').toContain('key: waiting-room-secret')
+    })
+
     it('contains no plaintext secret: no Secret object, no literal password/token env, no password in config', () => {
       expect(of('Secret')).toEqual([])
       for (const o of objects.filter(isWorkload)) {

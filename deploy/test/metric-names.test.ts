@@ -38,6 +38,19 @@ describe('metric names in PromQL', () => {
     expect(used.some((n) => n.startsWith('flash_sale_'))).toBe(true)
     expect(used.some((n) => n.startsWith('kunci_lock_'))).toBe(true)
     expect(used.some((n) => n.startsWith('kunci_cache_'))).toBe(true)
+    expect(used).toEqual(
+      expect.arrayContaining([
+        'flash_sale_waiting_room_waiting',
+        'flash_sale_waiting_room_admitted',
+        'flash_sale_waiting_room_admit_rate',
+        'flash_sale_waiting_room_admitted_total',
+        'flash_sale_waiting_room_wait_seconds_bucket',
+        'flash_sale_waiting_room_dropped_total',
+        'flash_sale_waiting_room_refusals_total',
+        'flash_sale_waiting_room_requests_total',
+        'flash_sale_waiting_room_unreplicated_total',
+      ]),
+    )
     expect(used.filter(isRedis)).toEqual(
       expect.arrayContaining(['redis_cluster_state', 'redis_evicted_keys_total']),
     )
@@ -64,6 +77,17 @@ describe('service and kunci names', () => {
     m.walletCharges.inc()
     m.drift.set({ product_id: '1' }, 0)
     m.saleStoreUnreachable.set({ product_id: '1' }, 0)
+    // The waiting room's series exist once a room has answered (as on a live service with a room).
+    const room = m.waitingRoom
+    room.waiting.set({ product_id: '1' }, 10)
+    room.admitted.set({ product_id: '1' }, 2)
+    room.admitRate.set({ product_id: '1' }, 5)
+    room.admittedTotal.inc({ product_id: '1' }, 2)
+    room.waitSeconds.observe({ product_id: '1' }, 3)
+    room.dropped.inc({ product_id: '1', reason: 'idle' })
+    room.refusals.inc({ code: 'INVALID_TICKET', reason: 'signature' })
+    room.requests.inc({ op: 'poll', outcome: 'waiting' })
+    room.unreplicated.inc({ what: 'answers' })
     // kunci's own channels, with the message shapes of docs/locks.md#observability.
     channel('kunci:lock:acquired').publish({ resources: ['r'], fence: 1n, attempts: 1, durationMs: 3 })
     channel('kunci:lock:failed').publish({

@@ -111,6 +111,93 @@ export const DASHBOARD_ROWS: readonly RowSpec[] = Object.freeze([
     ],
   },
   {
+    title: 'Waiting room',
+    panels: [
+      {
+        title: 'In line and admitted',
+        unit: 'short',
+        description:
+          "The room's state in Redis as the last join or poll saw it (the same on every instance: max, not sum). Admitted = holding a live admission, not yet bought.",
+        queries: [
+          q('max by (product_id) (flash_sale_waiting_room_waiting)', 'waiting {{product_id}}'),
+          q('max by (product_id) (flash_sale_waiting_room_admitted)', 'admitted {{product_id}}'),
+        ],
+      },
+      {
+        title: 'Admitted per second',
+        unit: 'ops',
+        description:
+          "Admissions the rooms made, summed over instances, and the rate the room measured over its last 10 s (what the ETAs use). The setting (admit_per_second) is not exported: compare with the sale's PUT. A flat 0 while people wait is a stall (alert FlashSaleWaitingRoomStalled).",
+        queries: [
+          q(
+            `sum by (product_id) (rate(flash_sale_waiting_room_admitted_total[${RATE}]))`,
+            'admitted/s {{product_id}}',
+          ),
+          q('max by (product_id) (flash_sale_waiting_room_admit_rate)', 'measured {{product_id}}'),
+        ],
+      },
+      {
+        title: 'Wait from join to admission',
+        unit: 's',
+        description: 'From the join (or the opening, for those who joined before it) to the admission.',
+        queries: [
+          q(
+            `histogram_quantile(0.5, sum by (le, product_id) (rate(flash_sale_waiting_room_wait_seconds_bucket[${RATE}])))`,
+            'p50 {{product_id}}',
+          ),
+          q(
+            `histogram_quantile(0.99, sum by (le, product_id) (rate(flash_sale_waiting_room_wait_seconds_bucket[${RATE}])))`,
+            'p99 {{product_id}}',
+          ),
+        ],
+      },
+      {
+        title: 'Places dropped',
+        unit: 'ops',
+        description:
+          'idle: a waiting page stopped polling for drop_after_seconds. admission_expired: admitted, did not buy in admission_seconds.',
+        queries: [
+          q(
+            `sum by (product_id, reason) (rate(flash_sale_waiting_room_dropped_total[${RATE}]))`,
+            '{{reason}} {{product_id}}',
+          ),
+        ],
+      },
+      {
+        title: 'Checkouts refused by the room',
+        unit: 'reqps',
+        description:
+          'NOT_ADMITTED: a ticket whose turn has not come (a client not waiting for its page). INVALID_TICKET by reason: forged, of another user or sale, stale after a reset, expired. WAITING_ROOM: no ticket at all.',
+        queries: [
+          q(
+            `sum by (code) (rate(flash_sale_waiting_room_refusals_total{code=~"NOT_ADMITTED|WAITING_ROOM"}[${RATE}]))`,
+            '{{code}}',
+          ),
+          q(
+            `sum by (reason) (rate(flash_sale_waiting_room_refusals_total{code="INVALID_TICKET"}[${RATE}]))`,
+            'INVALID_TICKET {{reason}}',
+          ),
+        ],
+      },
+      {
+        title: 'Joins and polls',
+        unit: 'reqps',
+        description:
+          'By answer. unreplicated: answers sent before a replica confirmed them, the ones a failover may take back.',
+        queries: [
+          q(
+            `sum by (op, outcome) (rate(flash_sale_waiting_room_requests_total[${RATE}]))`,
+            '{{op}} {{outcome}}',
+          ),
+          q(
+            `sum by (what) (rate(flash_sale_waiting_room_unreplicated_total[${RATE}]))`,
+            'unreplicated {{what}}',
+          ),
+        ],
+      },
+    ],
+  },
+  {
     title: 'Locks (kunci)',
     panels: [
       {

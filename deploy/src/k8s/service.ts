@@ -109,7 +109,15 @@ export function serviceObjects(cfg: DeployConfig) {
     name: SERVICE_NAME,
     image: cfg.image,
     command: ['node', MAIN, 'serve'],
-    env: env(cfg),
+    env: [
+      ...env(cfg),
+      // The waiting room's ticket key: the same on every instance (a ticket signed by one pod is
+      // checked by another). Only the service signs and checks tickets; the worker never sees it.
+      {
+        name: 'WAITING_ROOM_SECRET',
+        valueFrom: { secretKeyRef: { name: APP_SECRET, key: 'waiting-room-secret' } },
+      },
+    ],
     ports: [{ name: 'http', containerPort: HTTP_PORT }],
     resources: resources(cfg.service.resources),
     securityContext: CONTAINER_SECURITY,

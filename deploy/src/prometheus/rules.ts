@@ -201,10 +201,37 @@ export const SERVICE_RULES: readonly AlertRule[] = Object.freeze([
   ),
 ])
 
+/**
+ * The waiting room (apps/flash-sale/src/waiting-room/). Its gauges are the room's state in Redis as
+ * the last join or poll saw it, so they are only as fresh as the pages' polls: a line whose pages
+ * all closed keeps its last `waiting`. Hence the stall needs polls still arriving (any room: the
+ * requests counter has no product label), the worker's periodic stock (the service's own gauge is
+ * the last reservation each instance made, stale once it stops selling), and an admission counter
+ * that exists for the product (a room admits its first user within a second of its opening, so
+ * before the opening there is no series and no alert, except for a product whose earlier room
+ * this process already counted).
+ */
+export const WAITING_ROOM_RULES: readonly AlertRule[] = Object.freeze([
+  rule(
+    'FlashSaleWaitingRoomStalled',
+    [
+      '(max by (product_id) (flash_sale_waiting_room_waiting) > 0)',
+      'and on (product_id) (sum by (product_id) (rate(flash_sale_waiting_room_admitted_total[2m])) == 0)',
+      'and on (product_id) (max by (product_id) (flash_sale_stock_remaining{job="flash-sale-worker"}) > 0)',
+      'and on () (sum(rate(flash_sale_waiting_room_requests_total{op="poll"}[2m])) > 0)',
+    ].join(' '),
+    '1m',
+    'warning',
+    'A waiting room lets nobody in while people wait and units remain',
+    'Product {{ $labels.product_id }}: {{ $value }} users wait, their pages keep polling, units remain, and nobody has been admitted for 3 minutes: a bound (k × stock, max_admitted) is full of admitted users who do not buy, or the rate is wrong.',
+  ),
+])
+
 export const RULE_GROUPS = Object.freeze([
   { name: 'kunci-locks', rules: LOCK_RULES },
   { name: 'redis', rules: REDIS_RULES },
   { name: 'flash-sale', rules: SERVICE_RULES },
+  { name: 'flash-sale-waiting-room', rules: WAITING_ROOM_RULES },
 ])
 
 export function allRules(): AlertRule[] {

@@ -3,6 +3,7 @@
 import { writeFile } from 'node:fs/promises'
 import { parseArgs } from 'node:util'
 import { parseDuration } from '@kunci/topology'
+import { crowdFigures, formatCrowd } from '../load/crowd-figures.js'
 import { LoadError, LoadOptionError, TargetUnreachableError } from '../load/errors.js'
 import { DEFAULT_LOAD_OPTIONS, type LoadOptions } from '../load/load-options.js'
 import { formatProgress } from '../load/progress.js'
@@ -24,6 +25,12 @@ const HELP = `flash-sale-lab load [options]
   --no-idempotency-keys   send no Idempotency-Key header
   --duration <duration>   cap on the run's length              (default: the stages' length)
   --timeout <duration>    per-request timeout                  (default ${DEFAULT_LOAD_OPTIONS.timeoutMs}ms)
+  --crowd                 one user per VU (ids from the --users minimum, in arrival order), who checks
+                          out until a final answer and leaves; the stages give the arrivals
+  --waiting-room          the same crowd through the sale's waiting room: join, poll, check out with
+                          the ticket once admitted
+  --poll <min-max>        with --waiting-room: poll_after_seconds kept within     (default 1s-10s)
+  --patience <duration>   crowd modes: a user without a final answer gives up     (default ${DEFAULT_LOAD_OPTIONS.patienceMs / 1000}s)
   --json <file>           write the full result (time series, orders) as JSON
   --quiet                 no progress line
   -h, --help
@@ -31,7 +38,8 @@ const HELP = `flash-sale-lab load [options]
 Durations: 500ms, 20s, 1m, 1m30s. Examples:
   flash-sale-lab load --stages 10s:50,20s:200,10s:0 --double-click 0.1 --json load.json
   flash-sale-lab load --stages 1s:200,30s:200 --repeat 1 --max-retries inf --retry-delay 100ms-300ms
-                                                # the retry storm of a sold-out sale`
+                                                # the retry storm of a sold-out sale
+  flash-sale-lab load --waiting-room --stages 5s:500 --users 1-500 --poll 500ms-2s --json room.json`
 
 function num(option: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined
@@ -57,12 +65,12 @@ function userRange(value: string | undefined): Pick<LoadOptions, 'userIdMin' | '
   return { userIdMin: Number(m[1]), userIdMax: Number(m[2]) }
 }
 
-function retryDelay(value: string | undefined): [number, number] | undefined {
+function msRange(option: string, value: string | undefined): [number, number] | undefined {
   if (value === undefined) return undefined
   const [min, max, ...rest] = value.split('-')
   if (rest.length > 0 || min === undefined || max === undefined)
-    throw new LoadOptionError('--retry-delay', `expected 'min-max' like 100ms-300ms, got '${value}'`)
-  return [ms('--retry-delay', min)!, ms('--retry-delay', max)!]
+    throw new LoadOptionError(option, `expected 'min-max' like 100ms-300ms, got '${value}'`)
+  return [ms(option, min)!, ms(option, max)!]
 }
 
 /** argv → LoadOptions; throws LoadOptionError. Exported for tests. */
@@ -94,11 +102,17 @@ export function parseLoadArgs(argv: string[]): {
     'maxRetries',
     v['max-retries'] === 'inf' ? Number.POSITIVE_INFINITY : num('--max-retries', v['max-retries']),
   )
-  set('retryDelayMs', retryDelay(v['retry-delay']))
+  set('retryDelayMs', msRange('--retry-delay', v['retry-delay']))
   set('doubleClickRatio', num('--double-click', v['double-click']))
   set('maxDurationMs', ms('--duration', v.duration))
   set('timeoutMs', ms('--timeout', v.timeout))
   if (v['no-idempotency-keys']) options.idempotencyKeys = false
+  if (v.crowd && v['waiting-room'])
+    throw new LoadOptionError('--waiting-room', 'choose one of --crowd and --waiting-room')
+  if (v.crowd) options.mode = 'crowd'
+  if (v['waiting-room']) options.mode = 'waiting-room'
+  set('pollIntervalMs', msRange('--poll', v.poll))
+  set('patienceMs', ms('--patience', v.patience))
   return { options, ...(v.json === undefined ? {} : { json: v.json }), quiet: v.quiet, help: v.help }
 }
 
@@ -120,6 +134,10 @@ function parse(argv: string[]) {
       'no-idempotency-keys': { type: 'boolean', default: false },
       duration: { type: 'string' },
       timeout: { type: 'string' },
+      crowd: { type: 'boolean', default: false },
+      'waiting-room': { type: 'boolean', default: false },
+      poll: { type: 'string' },
+      patience: { type: 'string' },
       json: { type: 'string' },
       quiet: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
@@ -145,12 +163,14 @@ export function formatSummary(r: LoadResult): string {
     `  transport   ${transport || '-'}`,
     `  latency ms  p50 ${l.p50Ms}  p90 ${l.p90Ms}  p99 ${l.p99Ms}  max ${l.maxMs}`,
     `  purchases ${r.totals.purchases}, double clicks ${r.totals.doubleClicks}, retries ${r.totals.retries}, orders ${r.orders.length}`,
+    ...(r.users.length > 0 ? [formatCrowd(crowdFigures(r.users))] : []),
   ].join('\n')
 }
 
 export const loadCommand = {
   name: 'load',
-  summary: 'drive POST /v1/checkout with k6-style ramping virtual users; JSON time series for the report',
+  summary:
+    'drive POST /v1/checkout with k6-style ramping virtual users, or a crowd through the waiting room; JSON for the report',
   async run(argv: string[]): Promise<number> {
     let args: ReturnType<typeof parseLoadArgs>
     try {

@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { connectDb, type Db } from '@kunci/flash-sale'
 import { type ChaosEvent, runChaos } from '@kunci/topology'
+import { formatCrowd } from '../load/crowd-figures.js'
 import type { LoadResult } from '../load/result.js'
 import { runLoad } from '../load/run-load.js'
 import { faultImpacts } from '../report/fault-impact.js'
@@ -15,12 +16,14 @@ import {
   REPORT_INPUT_VERSION,
   type ReportInput,
   type ReportVerdict,
+  type RoomComparison,
   type Sample,
   type StrategyReport,
   type SummaryRow,
 } from '../report/report-input.js'
 import { type LocalStack, startStack } from '../stack/local-stack.js'
 import { checkPhase, readLedger } from './checker.js'
+import { crowdLoadOptions, crowdRun, putPhaseSale, roomComparison, roomRefusal } from './crowd-phases.js'
 import {
   type DemoOptions,
   type DemoStrategy,
@@ -201,7 +204,7 @@ async function runPhase(
   hooks: DemoHooks,
 ): Promise<PhaseReport> {
   const log = hooks.log ?? (() => {})
-  await stack.putSale({ productId: String(plan.productId), stock: plan.stock, perUserLimit: 1 })
+  const sale = await putPhaseSale(stack, plan)
   log(`${strategy}: ${plan.label}: product ${plan.productId}, ${plan.stock} units, users 1..${plan.users}`)
   const state: ProgressState = { strategy, phase: plan.id, faults: [] }
   const sampler = startSampler(stack, plan.productId, state)
@@ -239,6 +242,7 @@ async function runPhase(
       ...(plan.retryStorm
         ? { maxRetries: Number.POSITIVE_INFINITY, retryDelayMs: [100, 300] as [number, number] }
         : {}),
+      ...crowdLoadOptions(plan),
     },
     {
       ...(hooks.signal ? { signal: hooks.signal } : {}),
@@ -261,7 +265,11 @@ async function runPhase(
   log(
     `${strategy}: ${plan.id} done: ${summary.requestsPerSecond} req/s, sold ${summary.sold}, oversold ${summary.oversold}, persisted ${summary.persisted} → ${summary.verdict}`,
   )
+  const crowd =
+    sale.opensAtEpochMs === undefined ? undefined : crowdRun(plan, load, sale.opensAtEpochMs, sale.answer)
+  if (crowd) log(`${strategy}: ${plan.id}:\n${formatCrowd(crowd.figures)}`)
   return {
+    ...(crowd ? { crowd } : {}),
     id: plan.id,
     label: plan.label,
     stock: plan.stock,
@@ -292,6 +300,7 @@ async function runStrategy(
   log(`${strategy}: SQL: ${sql.description}`)
   let stack: LocalStack | undefined
   const phases: PhaseReport[] = []
+  let skipped: string | undefined
   try {
     stack = await startStack({
       strategy,
@@ -305,6 +314,14 @@ async function runStrategy(
     try {
       for (const plan of phasePlans(options.profile)) {
         if (hooks.signal?.aborted) break
+        if (plan.crowd && strategy === 'redlock') {
+          // Both crowd phases or neither: the direct one alone compares with nothing.
+          if (plan.crowd.mode === 'waiting-room') {
+            skipped = await roomRefusal(stack, strategy, plan)
+            log(`${strategy}: waiting-room comparison ${skipped}`)
+          }
+          continue
+        }
         phases.push(await runPhase(strategy, plan, stack, db, options, hooks))
       }
     } finally {
@@ -322,9 +339,19 @@ async function runStrategy(
       description: STRATEGY_DESCRIPTIONS[strategy],
       expectedCorrect: strategy !== 'naive',
       phases,
+      ...comparisonOf(phases, skipped),
     },
     sql: sql.description,
   }
+}
+
+function comparisonOf(
+  phases: PhaseReport[],
+  skipped: string | undefined,
+): { roomComparison?: RoomComparison } {
+  if (skipped !== undefined) return { roomComparison: { skipped } }
+  const comparison = roomComparison(phases)
+  return comparison ? { roomComparison: comparison } : {}
 }
 
 export function demoVerdict(strategies: readonly StrategyReport[], aborted: boolean): ReportVerdict {

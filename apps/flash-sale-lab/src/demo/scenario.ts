@@ -13,6 +13,12 @@
 //   while the crowd retries), since that crowd is what kept the checkout down.
 // - `full` runs the articles' whole ramp (30s→100, 1m→500, 30s→0) once per strategy, on the
 //   story phase; the throughput phase keeps the default length.
+// - The waiting-room comparison (issue 17) is two more phases: the same crowd (the same user ids
+//   arriving at the same moments, the same stock) straight to the checkout, then through the
+//   sale's waiting room. The sale opens shortly after the first users arrive, as a drop does, so
+//   part of the crowd waits for the opening: without a room it clicks again every 100–300 ms,
+//   with one it polls as the page does. No fault: the figures compare the crowds, not a failover.
+//   Not with redlock, whose sales cannot have a room (the PUT is refused: the report says so).
 import { saleKeys } from '@kunci/flash-sale'
 import {
   type ChaosStep,
@@ -24,8 +30,10 @@ import {
   type RedisCluster,
 } from '@kunci/topology'
 import { keySlot } from 'kunci'
+import type { LoadMode } from '../load/load-options.js'
 import type { Stage } from '../load/stages.js'
 import type { StackProcess } from '../stack/child.js'
+import type { SaleSpec } from '../stack/local-stack.js'
 import type { DemoProfile } from './demo-options.js'
 
 export interface PhasePlan {
@@ -46,6 +54,19 @@ export interface PhasePlan {
   retryStorm?: boolean
   /** User ids are drawn from 1..users: fewer users than purchases means repeats. */
   users: number
+  /**
+   * A crowd phase: one user per VU (ids 1..users in arrival order, arriving along the stages),
+   * each until a final answer, straight to the checkout or through the sale's waiting room.
+   */
+  crowd?: {
+    mode: Exclude<LoadMode, 'purchases'>
+    /** The sale opens this long after the phase starts (its first arrivals). */
+    opensAfterMs: number
+    /** The room's settings (PUT /admin/sales/:id `waiting_room`), with mode 'waiting-room'. */
+    waitingRoom?: SaleSpec['waitingRoom']
+    /** A user without a final answer by then gives up. */
+    patienceMs: number
+  }
 }
 
 const s = (seconds: number) => Math.round(seconds * 1000)
@@ -106,6 +127,43 @@ function retryStorm(seconds: number, vus: number, deadS: number): PhasePlan {
   }
 }
 
+/**
+ * The comparison: `users` users arriving over `arriveS`, the sale opening after `opensS`, `stock`
+ * units; the room lets `stock` people in per second, at most `stock` at once (k = 2, the default).
+ */
+function crowdPair(stock: number, users: number, arriveS: number, opensS: number): PhasePlan[] {
+  const common = {
+    productId: 9924,
+    stock,
+    users,
+    repeatRatio: 1,
+    doubleClickRatio: 0.05,
+    stages: ramp([arriveS, users]),
+    schedule: [] as ChaosStep[],
+  }
+  const crowd = { opensAfterMs: s(opensS), patienceMs: 30_000 }
+  const who = `${stock} units, ${users} users arriving over ${arriveS} s, the sale opening at ${opensS} s`
+  return [
+    {
+      ...common,
+      id: 'crowd-direct',
+      label: `${who}: no room, every refusal clicked again in 100–300 ms`,
+      crowd: { ...crowd, mode: 'crowd' },
+    },
+    {
+      ...common,
+      id: 'crowd-room',
+      productId: 9925,
+      label: `${who}: through the waiting room (${stock} admitted/s)`,
+      crowd: {
+        ...crowd,
+        mode: 'waiting-room',
+        waitingRoom: { admit_per_second: stock, max_admitted: stock, admission_seconds: 30 },
+      },
+    },
+  ]
+}
+
 /** The phases of one strategy for a profile. */
 export function phasePlans(profile: DemoProfile): PhasePlan[] {
   switch (profile) {
@@ -128,6 +186,7 @@ export function phasePlans(profile: DemoProfile): PhasePlan[] {
           users: 5_000,
         },
         retryStorm(6, 100, 4),
+        ...crowdPair(50, 200, 2, 1),
       ]
     case 'default':
     case 'full': {
@@ -159,6 +218,7 @@ export function phasePlans(profile: DemoProfile): PhasePlan[] {
           users: 20_000,
         },
         retryStorm(12, 200, 9),
+        ...crowdPair(100, 600, 4, 2),
       ]
     }
   }

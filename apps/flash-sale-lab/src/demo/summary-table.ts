@@ -1,6 +1,7 @@
 // The end-of-run text: one table per strategy (a row per phase), what each fault cost, and the
 // verdict. Built from the same ReportInput as the HTML report, so the two never disagree.
 import type { FaultImpact, ReportInput, StrategyReport, SummaryRow } from '../report/report-input.js'
+import { formatComparison } from '../report/room-comparison.js'
 
 const ms = (v: number) => (v >= 100 ? v.toFixed(0) : v.toFixed(1))
 const recovery = (v: number | null) => (v === null ? 'not recovered' : `${(v / 1000).toFixed(1)} s`)
@@ -54,10 +55,13 @@ export function formatStrategy(s: StrategyReport): string {
   })
   const out = [`${s.strategy}: ${s.description ?? ''}`, ...table(header, rows).map((l) => `  ${l}`)]
   for (const p of s.phases) {
-    out.push(`  ${p.id}: faults (requests answered 5xx or not at all while in effect)`)
-    out.push(...p.summary.faults.map(faultLine))
+    if (p.summary.faults.length > 0) {
+      out.push(`  ${p.id}: faults (requests answered 5xx or not at all while in effect)`)
+      out.push(...p.summary.faults.map(faultLine))
+    } else out.push(`  ${p.id}: no fault`)
     for (const n of p.summary.notes ?? []) out.push(`    · ${n}`)
   }
+  out.push(...formatComparison(s))
   return out.join('\n')
 }
 

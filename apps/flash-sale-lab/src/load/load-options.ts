@@ -2,7 +2,20 @@
 // them. Defaults follow the source articles' k6 scenario (product 9921, users below 100000,
 // sleep(0.1), 30s→100, 1m→500, 30s→0).
 import { LoadOptionError } from './errors.js'
-import { type Stage, totalDurationMs, validateStages } from './stages.js'
+import { peakVus, type Stage, totalDurationMs, validateStages } from './stages.js'
+
+/**
+ * What each virtual user does.
+ * - 'purchases': k6's loop: a purchase by a random user id, the think time, again.
+ * - 'crowd': each VU is one user, `userIdMin + its index` (so two runs with the same stages have
+ *   the same users arriving in the same order), who checks out until a final answer and leaves.
+ * - 'waiting-room': the same users join the sale's waiting room, poll it, and check out with its
+ *   ticket once admitted, as its page does.
+ * In both crowd modes the stages give the arrivals: the highest target is the crowd's size, a
+ * ramp down removes nobody, and the run lasts until every user has left (or maxDurationMs).
+ */
+export type LoadMode = 'purchases' | 'crowd' | 'waiting-room'
+export const LOAD_MODES: readonly LoadMode[] = Object.freeze(['purchases', 'crowd', 'waiting-room'])
 
 export interface LoadOptions {
   /** Base URL of the service; requests go to `${url}/v1/checkout`. @defaultValue 'http://127.0.0.1:8080' */
@@ -40,6 +53,19 @@ export interface LoadOptions {
   timeoutMs?: number
   /** Keep the order ids of successful (200/202) answers in the result. @defaultValue true */
   recordOrders?: boolean
+  /** See LoadMode. @defaultValue 'purchases' */
+  mode?: LoadMode
+  /**
+   * 'waiting-room': the pause between polls is the room's `poll_after_seconds`, kept within
+   * [min, max] ms (the page polls every 2–10 s; a test or a short demo wants less).
+   * @defaultValue [1000, 10000]
+   */
+  pollIntervalMs?: [number, number]
+  /**
+   * Crowd modes: a user who has no final answer this long after arriving gives up (outcome
+   * 'gave_up'); it also bounds a run whose service never answers. @defaultValue 120000
+   */
+  patienceMs?: number
 }
 
 export const DEFAULT_STAGES: readonly Stage[] = Object.freeze([
@@ -63,6 +89,9 @@ export const DEFAULT_LOAD_OPTIONS = Object.freeze({
   maxDurationMs: Number.POSITIVE_INFINITY,
   timeoutMs: 5_000,
   recordOrders: true,
+  mode: 'purchases',
+  pollIntervalMs: Object.freeze([1_000, 10_000]) as [number, number],
+  patienceMs: 120_000,
 } satisfies Required<LoadOptions>)
 
 export type ResolvedLoadOptions = Required<LoadOptions>
@@ -93,6 +122,21 @@ function checkMs(name: string, value: number, min: number, allowInfinity = false
   return value
 }
 
+/** [min, max] ms with floor <= min <= max, both finite. */
+function checkRange(name: string, value: unknown, floor: number): void {
+  const [min, max] = Array.isArray(value) ? value : []
+  if (
+    !Array.isArray(value) ||
+    value.length !== 2 ||
+    !(typeof min === 'number' && Number.isFinite(min) && min >= floor) ||
+    !(typeof max === 'number' && Number.isFinite(max) && max >= min)
+  )
+    throw new LoadOptionError(
+      name,
+      `expected [min, max] ms with ${floor} <= min <= max, got ${JSON.stringify(value)}`,
+    )
+}
+
 export function resolveLoadOptions(input: LoadOptions = {}): ResolvedLoadOptions {
   const o = { ...DEFAULT_LOAD_OPTIONS, ...input }
   let url: URL
@@ -111,17 +155,16 @@ export function resolveLoadOptions(input: LoadOptions = {}): ResolvedLoadOptions
   checkMs('thinkTimeMs', o.thinkTimeMs, 0)
   checkRatio('repeatRatio', o.repeatRatio)
   if (o.maxRetries !== Number.POSITIVE_INFINITY) checkInt('maxRetries', o.maxRetries, 0)
-  if (o.retryDelayMs !== null) {
-    const [min, max] = Array.isArray(o.retryDelayMs) ? o.retryDelayMs : []
-    if (
-      o.retryDelayMs.length !== 2 ||
-      !(typeof min === 'number' && min >= 0) ||
-      !(typeof max === 'number' && max >= min)
+  if (o.retryDelayMs !== null) checkRange('retryDelayMs', o.retryDelayMs, 0)
+  if (!LOAD_MODES.includes(o.mode))
+    throw new LoadOptionError('mode', `expected ${LOAD_MODES.join(', ')}, got '${o.mode}'`)
+  checkRange('pollIntervalMs', o.pollIntervalMs, 1)
+  checkMs('patienceMs', o.patienceMs, 1)
+  if (o.mode !== 'purchases' && o.userIdMax - o.userIdMin + 1 < peakVus(stages)) {
+    throw new LoadOptionError(
+      'userIdMax',
+      `a crowd of ${peakVus(stages)} users needs as many user ids, got ${o.userIdMin}..${o.userIdMax}`,
     )
-      throw new LoadOptionError(
-        'retryDelayMs',
-        `expected [min, max] ms with 0 <= min <= max, got ${JSON.stringify(o.retryDelayMs)}`,
-      )
   }
   checkRatio('doubleClickRatio', o.doubleClickRatio)
   checkMs('maxDurationMs', o.maxDurationMs, 1, true)

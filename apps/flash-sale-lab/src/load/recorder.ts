@@ -1,16 +1,22 @@
 // Collects answers as they arrive and folds them into per-second buckets and running totals.
 import { LatencySamples, percentile, summarise } from './latency.js'
-import type { LoadOrder, LoadSecond, LoadSeries, LoadTotals } from './result.js'
+import type { LoadOp, LoadOrder, LoadSecond, LoadSeries, LoadTotals } from './result.js'
 
 const MAX_ERROR_SAMPLES = 20
 
 interface Bucket {
   byStatus: Map<number, number>
+  byOp: Map<string, number>
   transportErrors: number
   latencies: number[]
 }
 
-const emptyBucket = (): Bucket => ({ byStatus: new Map(), transportErrors: 0, latencies: [] })
+const emptyBucket = (): Bucket => ({
+  byStatus: new Map(),
+  byOp: new Map(),
+  transportErrors: 0,
+  latencies: [],
+})
 const round = (ms: number) => Math.round(ms * 1000) / 1000
 const bump = (record: Record<string, number>, key: string) => {
   record[key] = (record[key] ?? 0) + 1
@@ -26,6 +32,7 @@ export class Recorder {
     purchases: 0,
     doubleClicks: 0,
     retries: 0,
+    byOp: {},
     requestsPerSecond: 0,
   }
   readonly orders: LoadOrder[] = []
@@ -40,13 +47,15 @@ export class Recorder {
     p50Ms: [],
     p99Ms: [],
     maxMs: [],
+    byOp: {},
   }
   #bucket = emptyBucket()
 
   constructor(readonly recordOrders: boolean) {}
 
-  sent(): void {
+  sent(op: LoadOp = 'checkout'): void {
     this.totals.requests++
+    bump(this.totals.byOp, op)
   }
 
   answer(
@@ -54,8 +63,10 @@ export class Recorder {
     latencyMs: number,
     errorCode: string | undefined,
     order: LoadOrder | undefined,
+    op: LoadOp = 'checkout',
   ): void {
     this.totals.answered++
+    this.#bucket.byOp.set(op, (this.#bucket.byOp.get(op) ?? 0) + 1)
     bump(this.totals.byStatus, String(status))
     if (errorCode !== undefined) bump(this.totals.byErrorCode, errorCode)
     if (order && this.recordOrders) this.orders.push(order)
@@ -87,6 +98,9 @@ export class Recorder {
       requests += n
     }
     for (const column of Object.values(s.byStatus)) if (column.length === index) column.push(0)
+    const byOp = (s.byOp ??= {})
+    for (const [op, n] of b.byOp) (byOp[op] ??= new Array<number>(index).fill(0)).push(n)
+    for (const column of Object.values(byOp)) if (column.length === index) column.push(0)
     s.requests.push(requests)
     s.transportErrors.push(b.transportErrors)
     const sorted = Float64Array.from(b.latencies).sort()

@@ -1,7 +1,8 @@
 // The load run's result: plain JSON (`flash-sale-lab load --json out.json`), read by the HTML report.
 //
 // `version` changes whenever a field changes meaning or goes away (additions keep it):
-//   1: this layout.
+//   1: this layout (later additions: `users`, `totals.byOp`, `series.byOp` and the crowd
+//      options, for the crowd and waiting-room modes).
 // Time series are columnar (one array per measure, index = second of the run) because that is
 // what uPlot plots and it keeps a 2-minute run's JSON small. A request is counted in the second
 // its answer (or transport error) arrived, and its latency is measured from just before it was
@@ -26,6 +27,49 @@ export interface LoadSeries {
   p50Ms: (number | null)[]
   p99Ms: (number | null)[]
   maxMs: (number | null)[]
+  /** HTTP answers per second by request kind: 'checkout', and with a room 'join' and 'poll'. */
+  byOp?: Record<string, number[]>
+}
+
+/** The requests a virtual user sends: checkouts, and with a waiting room its joins and polls. */
+export type LoadOp = 'checkout' | 'join' | 'poll'
+
+/**
+ * How a user of a crowd run ended:
+ * - 'purchased': a checkout answered 200/202 (or the room said `closed`, reason `purchased`);
+ * - 'sold_out': 409 SOLD_OUT, or the room's status `sold_out`;
+ * - 'already_purchased': 409 ALREADY_PURCHASED;
+ * - 'closed': the sale ended, or the room closed the place (`reason`: sale_ended, dropped, admission_expired);
+ * - 'gave_up': still refused (429/503/no answer, or not admitted) after patienceMs or maxRetries;
+ * - 'error': an answer no user can act on (`reason`: its error code, e.g. NO_WAITING_ROOM, INVALID_TICKET);
+ * - 'stopped': the run ended (its cap, or the caller's signal) first.
+ */
+export type LoadUserOutcome =
+  | 'purchased'
+  | 'sold_out'
+  | 'already_purchased'
+  | 'closed'
+  | 'gave_up'
+  | 'error'
+  | 'stopped'
+
+/** One user of a crowd run (modes 'crowd' and 'waiting-room'). Times in ms since the run's start. */
+export interface LoadUser {
+  user_id: number
+  /** When its first request was sent: the join with a room, else the first checkout. */
+  arrivedMs: number
+  /** 'waiting-room': when an answer first said `admitted`; null if none did. */
+  admittedMs: number | null
+  /** 'waiting-room': the place in line the join answered (1 = next); null otherwise. */
+  position: number | null
+  outcome: LoadUserOutcome
+  /** When the answer that decided the outcome arrived (for 'stopped': the end of the run). */
+  outcomeMs: number
+  /** The error code, the room's reason, or what a user who gave up was last answered. */
+  reason: string | null
+  order_id: string | null
+  /** Requests sent for this user: joins, polls, checkouts, retries and double clicks. */
+  requests: number
 }
 
 export interface LoadOrder {
@@ -48,6 +92,8 @@ export interface LoadTotals {
   purchases: number
   doubleClicks: number
   retries: number
+  /** Requests sent by kind (see LoadOp). */
+  byOp: Record<string, number>
   /** HTTP answers per second over the whole run. */
   requestsPerSecond: number
 }
@@ -73,6 +119,8 @@ export interface LoadResult {
   orders: LoadOrder[]
   /** The first few transport error messages, for diagnosis. */
   transportErrorSamples: string[]
+  /** Crowd modes: every user, in arrival order; empty in 'purchases' mode. */
+  users: LoadUser[]
 }
 
 /** What onSecond receives once per second: that second and the running totals. */

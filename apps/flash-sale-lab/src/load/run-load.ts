@@ -1,5 +1,7 @@
 // The load generator: k6-style ramping virtual users on undici's Pool (keep-alive connections,
-// one request in flight per connection), each VU a loop of purchases by random users.
+// one request in flight per connection), each VU a loop of purchases by random users; or, in the
+// crowd modes (see LoadMode, journeys.ts), each VU one user from arrival to a final answer,
+// straight to the checkout or through the sale's waiting room, recorded per user.
 //
 // Decisions the issue leaves open:
 // - A purchase is one user's attempt: a fresh Idempotency-Key (UUID) when keys are on, sent twice
@@ -15,10 +17,18 @@ import { setMaxListeners } from 'node:events'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Pool } from 'undici'
+import { type Answer, directJourney, type JourneyContext, newUser, roomJourney } from './journeys.js'
 import { type LoadOptions, type ResolvedLoadOptions, resolveLoadOptions } from './load-options.js'
 import { Recorder } from './recorder.js'
-import { LOAD_RESULT_VERSION, type LoadOrder, type LoadResult, type LoadSecond } from './result.js'
-import { peakVus, totalDurationMs, vusAt } from './stages.js'
+import {
+  LOAD_RESULT_VERSION,
+  type LoadOp,
+  type LoadOrder,
+  type LoadResult,
+  type LoadSecond,
+  type LoadUser,
+} from './result.js'
+import { arrivalsBy, peakVus, totalDurationMs, vusAt } from './stages.js'
 
 export interface RunLoadHooks {
   /** Hard stop: in-flight requests are aborted, the result so far is returned. */
@@ -62,7 +72,7 @@ function parseJson(text: string): unknown {
 export async function runLoad(input: LoadOptions = {}, hooks: RunLoadHooks = {}): Promise<LoadResult> {
   const options: ResolvedLoadOptions = resolveLoadOptions(input)
   const url = new URL(options.url)
-  const path = (url.pathname === '/' ? '' : url.pathname) + CHECKOUT_PATH
+  const basePath = url.pathname === '/' ? '' : url.pathname
   const peak = Math.max(1, peakVus(options.stages))
   // Two connections per VU: a double click sends both requests at once.
   const pool = new Pool(url.origin, { connections: peak * 2, pipelining: 1 })
@@ -85,17 +95,22 @@ export async function runLoad(input: LoadOptions = {}, hooks: RunLoadHooks = {})
   let wanted = 0
   const running = new Map<number, Promise<void>>()
 
-  const send = async (userId: number, key: string | undefined): Promise<number | undefined> => {
-    const headers: Record<string, string> = { 'content-type': 'application/json' }
-    if (key !== undefined) headers['idempotency-key'] = key
-    recorder.sent()
+  /** One request; undefined = no HTTP answer (a transport error, counted). */
+  const call = async (
+    op: LoadOp,
+    userId: number,
+    request: { method: 'GET' | 'POST'; path: string; body?: unknown; headers?: Record<string, string> },
+  ): Promise<Answer | undefined> => {
+    const headers: Record<string, string> = { ...request.headers }
+    if (request.body !== undefined) headers['content-type'] = 'application/json'
+    recorder.sent(op)
     const start = performance.now()
     try {
       const res = await pool.request({
-        path,
-        method: 'POST',
+        path: basePath + request.path,
+        method: request.method,
         headers,
-        body: JSON.stringify({ product_id: options.productId, user_id: userId }),
+        ...(request.body === undefined ? {} : { body: JSON.stringify(request.body) }),
         signal: hard.signal,
         // Per phase, not in total: a slow body after slow headers can take up to twice as long.
         headersTimeout: options.timeoutMs,
@@ -104,20 +119,31 @@ export async function runLoad(input: LoadOptions = {}, hooks: RunLoadHooks = {})
       const body = parseJson(await res.body.text()) as Record<string, unknown> | undefined
       const latencyMs = performance.now() - start
       let order: LoadOrder | undefined
-      let errorCode: string | undefined
-      if ((res.statusCode === 200 || res.statusCode === 202) && typeof body?.order_id === 'string') {
+      let code: string | undefined
+      if (
+        op === 'checkout' &&
+        (res.statusCode === 200 || res.statusCode === 202) &&
+        typeof body?.order_id === 'string'
+      ) {
         order = { order_id: body.order_id, user_id: userId, status: res.statusCode }
       } else if (res.statusCode >= 300) {
-        const code = (body?.error as { code?: unknown } | undefined)?.code
-        errorCode = typeof code === 'string' ? code : `HTTP_${res.statusCode}`
+        const errorCode = (body?.error as { code?: unknown } | undefined)?.code
+        code = typeof errorCode === 'string' ? errorCode : `HTTP_${res.statusCode}`
       }
-      recorder.answer(res.statusCode, latencyMs, errorCode, order)
-      return res.statusCode
+      recorder.answer(res.statusCode, latencyMs, code, order, op)
+      return { status: res.statusCode, body, code }
     } catch (err) {
       const kind = classifyTransportError(err, hard.signal.aborted)
       recorder.transportError(kind, err instanceof Error ? err.message : String(err))
       return undefined
     }
+  }
+
+  const send = async (userId: number, key: string | undefined): Promise<number | undefined> => {
+    const headers: Record<string, string> = key === undefined ? {} : { 'idempotency-key': key }
+    const body = { product_id: options.productId, user_id: userId }
+    const answer = await call('checkout', userId, { method: 'POST', path: CHECKOUT_PATH, body, headers })
+    return answer?.status
   }
 
   const think = async () => {
@@ -163,7 +189,42 @@ export async function runLoad(input: LoadOptions = {}, hooks: RunLoadHooks = {})
     }
   }
 
+  // Crowd modes: one user per VU, in arrival order.
+  const crowd = options.mode !== 'purchases'
+  const users: LoadUser[] = []
+  const journeys: JourneyContext = {
+    options,
+    call: (op, user, request) => {
+      user.requests++
+      return call(op, user.user_id, request)
+    },
+    pause: (ms) => sleep(ms, undefined, { signal: soft.signal }).catch(() => undefined),
+    stopped: () => soft.signal.aborted,
+    now: elapsed,
+    retried: () => {
+      recorder.totals.retries++
+    },
+  }
+  const journey = options.mode === 'waiting-room' ? roomJourney : directJourney
+  const arrive = async (index: number) => {
+    const user = newUser(options.userIdMin + index, elapsed())
+    users.push(user)
+    recorder.totals.purchases++
+    await journey(journeys, user)
+  }
+
+  let arrived = 0
   const adjustVus = () => {
+    if (crowd) {
+      for (; arrived < wanted; arrived++) {
+        const i = arrived
+        running.set(
+          i,
+          arrive(i).finally(() => running.delete(i)),
+        )
+      }
+      return
+    }
     for (let i = 0; i < wanted; i++) {
       if (running.has(i)) continue
       const loop = vu(i).finally(() => running.delete(i))
@@ -187,11 +248,13 @@ export async function runLoad(input: LoadOptions = {}, hooks: RunLoadHooks = {})
       const now = elapsed()
       closeSeconds(now)
       if (hard.signal.aborted) stopReason = 'aborted'
-      else if (now >= endMs) stopReason = endMs < stagesMs ? 'cap' : 'completed'
+      else if (now >= endMs && !crowd) stopReason = endMs < stagesMs ? 'cap' : 'completed'
+      else if (crowd && now >= options.maxDurationMs) stopReason = 'cap'
       else {
-        wanted = vusAt(options.stages, now)
+        // A crowd run goes on after its arrivals until its last user has left.
+        wanted = crowd ? arrivalsBy(options.stages, now) : vusAt(options.stages, now)
         adjustVus()
-        return
+        if (!(crowd && now >= stagesMs && running.size === 0)) return
       }
       clearInterval(timer)
       wanted = 0
@@ -229,6 +292,7 @@ export async function runLoad(input: LoadOptions = {}, hooks: RunLoadHooks = {})
       maxRetries: Number.isFinite(options.maxRetries) ? options.maxRetries : null,
     },
     totals: recorder.totals,
+    users,
     latency,
     series,
     orders: recorder.orders,

@@ -76,3 +76,25 @@ export function vusAt(stages: readonly Stage[], elapsedMs: number): number {
   }
   return from
 }
+
+/**
+ * Crowd modes: how many users have arrived `elapsedMs` into the run, the highest VU count the
+ * ramp has reached so far. A stage's own target counts once its end has passed, even if no tick
+ * fell on the instant it was reached (a ramp 2s→200, 1s→0 brings 200 users, not 199).
+ */
+export function arrivalsBy(stages: readonly Stage[], elapsedMs: number): number {
+  let reached = 0
+  let from = 0
+  let start = 0
+  for (const stage of stages) {
+    const end = start + stage.durationMs
+    if (elapsedMs < end) {
+      const progress = stage.durationMs === 0 ? 1 : (elapsedMs - start) / stage.durationMs
+      return Math.max(reached, Math.floor(from + (stage.target - from) * Math.max(0, progress)))
+    }
+    reached = Math.max(reached, stage.target)
+    from = stage.target
+    start = end
+  }
+  return reached
+}

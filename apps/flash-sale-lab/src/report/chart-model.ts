@@ -49,6 +49,7 @@ const STATUS_COLORS: Record<string, string> = {
   '500': '#991b1b',
 }
 const OTHER_COLORS = ['#64748b', '#0ea5e9', '#db2777', '#84cc16']
+const OP_COLORS = ['#0369a1', '#a16207', '#be185d']
 
 function statusColor(status: string, i: number): string {
   return STATUS_COLORS[status] ?? OTHER_COLORS[i % OTHER_COLORS.length]!
@@ -90,13 +91,18 @@ export function phaseCharts(strategy: StrategyReport, phase: PhaseReport): Chart
     1,
   )
   const statuses = Object.keys(s.byStatus).sort()
+  // With a waiting room, joins and polls answer 200 too: their counts are drawn beside the statuses.
+  const ops = Object.keys(s.byOp ?? {}).length > 1 ? Object.keys(s.byOp!).sort() : []
   const rps: ChartModel = {
     id: `${group}-rps`,
     kind: 'rps',
-    title: 'Requests per second by status',
+    title:
+      ops.length > 0
+        ? 'Requests per second by status, and by kind (dotted)'
+        : 'Requests per second by status',
     unit: 'req/s',
     group,
-    data: [s.t, ...statuses.map((k) => s.byStatus[k]!), s.transportErrors],
+    data: [s.t, ...statuses.map((k) => s.byStatus[k]!), s.transportErrors, ...ops.map((op) => s.byOp![op]!)],
     series: [
       ...statuses.map((k, i) => ({
         label: k,
@@ -105,6 +111,12 @@ export function phaseCharts(strategy: StrategyReport, phase: PhaseReport): Chart
         ...(k === '200' || k === '202' ? { fill: `${statusColor(k, i)}22` } : {}),
       })),
       { label: 'no answer', color: '#0f172a', width: 1.5, dash: [4, 3] },
+      ...ops.map((op, i) => ({
+        label: op,
+        color: OP_COLORS[i % OP_COLORS.length]!,
+        width: 1.5,
+        dash: [2, 2],
+      })),
     ],
     faults,
     xMax,

@@ -3,11 +3,13 @@ export { type ChartKind, type ChartModel, faultWindows, phaseCharts } from './ch
 export { faultImpacts } from './fault-impact.js'
 export { renderReport, writeReport } from './render-report.js'
 export {
+  type CrowdRun,
   type FaultImpact,
   type PhaseReport,
   REPORT_INPUT_VERSION,
   type ReportInput,
   type ReportVerdict,
+  type RoomComparison,
   type Sample,
   type StrategyReport,
   type SummaryRow,

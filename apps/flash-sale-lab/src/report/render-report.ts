@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { type ChartModel, faultWindows, phaseCharts } from './chart-model.js'
 import { CLIENT_SCRIPT } from './client-script.js'
 import type { FaultImpact, PhaseReport, ReportInput, StrategyReport, SummaryRow } from './report-input.js'
+import { comparisonSection } from './room-comparison.js'
 import { REPORT_CSS } from './styles.js'
 
 const require = createRequire(import.meta.url)
@@ -81,7 +82,7 @@ function summaryTable(input: ReportInput): string {
   <td>${int(g.ok)}</td><td>${int(g.c409)}</td><td>${int(g.c429)}</td><td>${int(g.c503)}</td><td>${int(g.other)}</td>
   <td>${int(r.sold)}</td>${invariantCell(r.oversold)}<td class="${r.persisted === r.sold ? 'good' : 'bad'}">${int(r.persisted)}</td>
   ${invariantCell(r.duplicates)}${invariantCell(r.doubleCharges)}
-  <td>${int(failedSum(r.faults))} / ${int(totalSum(r.faults))}</td><td>${seconds(r.recoveryMs)}</td>
+  ${r.faults.length === 0 ? '<td class="zero">no fault</td><td class="zero">–</td>' : `<td>${int(failedSum(r.faults))} / ${int(totalSum(r.faults))}</td><td>${seconds(r.recoveryMs)}</td>`}
   <td class="l"><span class="verdict ${r.verdict}">${VERDICT_SHORT[r.verdict]}</span></td>
 </tr>`)
     })
@@ -164,6 +165,18 @@ const GLOSSARY: [string, string][] = [
   ['double charges', 'A payment taken twice for one purchase (a double click that got through). Must be 0.'],
   ['failed in faults', 'Requests answered 5xx or not at all while a fault was in effect, of all sent then.'],
   ['recovery', 'From a fault to the first second with successful answers again (longest of the phase).'],
+  [
+    'Spearman ρ',
+    'Rank correlation between the order in which the buyers arrived and the order in which they bought: 1 = in arrival order, about 0 = arrival did not matter.',
+  ],
+  [
+    'first N arrivals who bought',
+    'Of the first N users to arrive (N = units bought), the share who bought: 100 % = first come, first served.',
+  ],
+  [
+    'told sold out after',
+    'From the last purchase answer (the sell-out, as the clients saw it) to the moment each user still trying then was told it had sold out.',
+  ],
 ]
 
 export function renderReport(input: ReportInput): string {
@@ -189,6 +202,7 @@ export function renderReport(input: ReportInput): string {
 <div class="banner ${v.ok ? 'pass' : 'fail'}" role="status"><div class="icon">${v.ok ? ICON_PASS : ICON_FAIL}</div>
 <div><h2>${esc(v.headline)}</h2>${details}</div></div>
 ${summaryTable(input)}
+${comparisonSection(input)}
 ${input.strategies.map((s) => strategySection(s, charts)).join('\n')}
 <section class="card"><h2 class="section">What the numbers mean</h2><dl class="glossary">
 ${GLOSSARY.map(([k, d]) => `<dt>${esc(k)}</dt><dd>${esc(d)}</dd>`).join('\n')}

@@ -7,6 +7,7 @@
 // `chaosStartedAtMs` (the `startedAt` passed to runChaos) and the report shifts them onto the
 // load's axis. Without it, chaos and load are taken to have started together.
 import type { ChaosEvent } from '@kunci/topology'
+import type { CrowdFigures } from '../load/crowd-figures.js'
 import type { LoadResult } from '../load/result.js'
 
 export const REPORT_INPUT_VERSION = 1
@@ -74,7 +75,37 @@ export interface PhaseReport {
   /** runChaos's `startedAt` (epoch ms), to place the faults; @defaultValue load.startedAtMs */
   chaosStartedAtMs?: number
   summary: SummaryRow
+  /** A crowd phase's users (see RoomComparison). */
+  crowd?: CrowdRun
 }
+
+/** One crowd phase (runLoad's crowd modes): its users' figures. */
+export interface CrowdRun {
+  /** The phase it was, e.g. 'crowd-direct'. */
+  phase: string
+  mode: 'crowd' | 'waiting-room'
+  /** With the room: its settings as the admin answer repeated them (defaults filled in). */
+  settings?: Record<string, number>
+  figures: CrowdFigures
+  /** Requests sent by kind: checkout, join, poll. */
+  requestsByOp: Record<string, number>
+  /** When the sale opened, ms after the phase's load started. */
+  opensAtMs: number
+  p99Ms: number
+}
+
+/**
+ * The same crowd (users, arrivals, stock) without and with the sale's waiting room; or why the
+ * comparison did not run (`skipped`: redlock, whose sales cannot have a room).
+ */
+export type RoomComparison =
+  | {
+      stock: number
+      users: number
+      direct: CrowdRun
+      room: CrowdRun
+    }
+  | { skipped: string }
 
 export interface StrategyReport {
   /** 'naive' | 'redlock' | 'lua'. */
@@ -84,6 +115,8 @@ export interface StrategyReport {
   /** Whether the strategy is meant to hold the invariants (naive is not). @defaultValue true */
   expectedCorrect?: boolean
   phases: PhaseReport[]
+  /** The waiting room against the plain crowd (issue 17); absent in reports made before it. */
+  roomComparison?: RoomComparison
 }
 
 export interface ReportVerdict {

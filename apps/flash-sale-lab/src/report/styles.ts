@@ -67,6 +67,10 @@ figcaption { font-size: 12.5px; font-weight: 600; color: #334155; margin-bottom:
 .uplot .u-legend .u-series { padding: 1px 4px; }
 .uplot .u-legend th { text-transform: none; letter-spacing: 0; font-size: 11.5px; color: #334155; }
 .uplot .u-legend td { padding: 1px 4px; }
+.room-grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 14px 22px; }
+.room-strategy h3 { margin: 4px 0 2px; font-size: 15px; }
+table.comparison td:first-child { white-space: normal; }
+p.skipped { color: var(--muted); margin: 4px 0; }
 dl.glossary { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 0; font-size: 13px; }
 dl.glossary dt { font-weight: 600; }
 dl.glossary dd { margin: 0; color: #334155; }

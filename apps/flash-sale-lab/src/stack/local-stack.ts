@@ -18,6 +18,25 @@ import { type EmbeddedSql, startEmbeddedSql } from '../db/embedded.js'
 import { type Observability, startObservability } from '../observe/local-observability.js'
 import { StackProcess } from './child.js'
 
+/** The body of PUT /admin/sales/:product_id, in the lab's spelling. */
+export interface SaleSpec {
+  productId: string
+  stock: number
+  price?: number
+  name?: string
+  perUserLimit?: number
+  /** The sale opens then (checkouts before answer 409 SALE_NOT_STARTED). */
+  startsAt?: Date
+  /** The sale's waiting room (docs/flash-sale.md, "Waiting room"); the service's field names. */
+  waitingRoom?: {
+    admit_per_second: number
+    max_admitted: number
+    admission_seconds: number
+    stock_factor?: number
+    drop_after_seconds?: number
+  }
+}
+
 export interface StackOptions {
   /** @defaultValue 'lua' */
   strategy?: Strategy
@@ -32,7 +51,7 @@ export interface StackOptions {
   /** amqp:// URL for the RabbitMQ relay. */
   queueUrl?: string
   /** A sale to create once the service is ready. */
-  sale?: { productId: string; stock: number; price?: number; name?: string; perUserLimit?: number }
+  sale?: SaleSpec
   /** Also start the 5 independent lock nodes. @defaultValue true */
   lockNodes?: boolean
   /** Extra environment for the service and worker (e.g. CLAIM_IDLE_MS in tests). */
@@ -70,7 +89,7 @@ export interface LocalStack {
   readonly prometheusUrl: string | undefined
   readonly exporterUrls: string[]
   /** PUT /admin/sales/:product_id. */
-  putSale(sale: NonNullable<StackOptions['sale']>): Promise<unknown>
+  putSale(sale: SaleSpec): Promise<unknown>
   stop(): Promise<void>
 }
 
@@ -176,7 +195,7 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
     }
     const url = `http://127.0.0.1:${port}`
     await waitReady(url, 60_000, () => service.running)
-    const putSale = async (sale: NonNullable<StackOptions['sale']>) => {
+    const putSale = async (sale: SaleSpec) => {
       const res = await fetch(`${url}/admin/sales/${sale.productId}`, {
         method: 'PUT',
         headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
@@ -185,6 +204,8 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
           price: sale.price ?? 49.99,
           name: sale.name,
           per_user_limit: sale.perUserLimit,
+          starts_at: sale.startsAt?.toISOString(),
+          waiting_room: sale.waitingRoom,
         }),
       })
       const body = await res.json()

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { checkPhase, type SaleLedger } from '../../src/demo/checker.js'
 import { type DemoResult, runDemo } from '../../src/demo/run-demo.js'
 import type { LoadOrder } from '../../src/load/result.js'
+import type { RoomComparison } from '../../src/report/report-input.js'
 import { PG_ADMIN_URL } from '../support/pg.js'
 
 const ledger = (confirmed: [string, string][], extra: Partial<SaleLedger> = {}): SaleLedger => ({
@@ -84,15 +85,18 @@ describe('flash-sale-lab demo, quick profile, every fault', () => {
     return s!
   }
 
-  it('injects the four faults in the first two phases and the master kill in the retry storm, each applied and undone', () => {
+  it('injects the four faults in the first two phases and the master kill in the retry storm, each applied and undone; the crowd phases have none', () => {
     expect(result.input.strategies.map((s) => s.strategy)).toEqual(['naive', 'redlock', 'lua'])
     for (const s of result.input.strategies) {
-      expect(s.phases.map((p) => p.id)).toEqual(['sale-100', 'sale-1000', 'storm-100'])
+      const crowds = s.strategy === 'redlock' ? [] : ['crowd-direct', 'crowd-room']
+      expect(s.phases.map((p) => p.id)).toEqual(['sale-100', 'sale-1000', 'storm-100', ...crowds])
       for (const p of s.phases) {
         expect(p.faults.map((f) => f.fault)).toEqual(
           p.id === 'storm-100'
             ? ['kill-master']
-            : ['kill-master', 'kill-lock-node', 'kill-worker', 'sigstop'],
+            : p.id.startsWith('crowd-')
+              ? []
+              : ['kill-master', 'kill-lock-node', 'kill-worker', 'sigstop'],
         )
         for (const f of p.faults) {
           expect(f.error, `${s.strategy} ${p.id} ${f.label}`).toBeUndefined()
@@ -131,6 +135,59 @@ describe('flash-sale-lab demo, quick profile, every fault', () => {
     },
   )
 
+  it('compares the same crowd with and without the waiting room (lua, naive); redlock says why it cannot', () => {
+    const refused = strategy('redlock').roomComparison
+    expect(refused && 'skipped' in refused && refused.skipped).toMatch(/400 INVALID_REQUEST.*waiting_room/)
+    for (const name of ['lua', 'naive']) {
+      const c = strategy(name).roomComparison
+      if (!c || 'skipped' in c) throw new Error(`${name}: no comparison: ${JSON.stringify(c)}`)
+      const plan = { users: 200, stock: 50 } // phasePlans('quick'): crowdPair(50, 200, 2, 1)
+      expect(c).toMatchObject({ users: plan.users, stock: plan.stock })
+      expect(c.room.settings).toMatchObject({ admit_per_second: 50, max_admitted: 50, stock_factor: 2 })
+      for (const run of [c.direct, c.room]) {
+        const f = run.figures
+        const what = `${name} ${run.phase}`
+        // The same users, each recorded with every request it sent.
+        expect(f.users, what).toBe(plan.users)
+        expect(f.requests, what).toBe(Object.values(run.requestsByOp).reduce((a, b) => a + b, 0))
+        expect(f.requests, what).toBeGreaterThanOrEqual(f.users)
+        expect(f.requestsPerUser.max, what).toBeGreaterThanOrEqual(1)
+        expect(f.requestsPerUser.mean, what).toBeCloseTo(f.requests / f.users, 1)
+        expect(f.bought, what).toBeGreaterThan(0)
+        expect(f.outcomes.gave_up ?? 0, what).toBe(0)
+        expect(f.outcomes.error ?? 0, what).toBe(0)
+        expect(f.outcomes.stopped ?? 0, what).toBe(0)
+        expect(f.spearman!, what).toBeGreaterThanOrEqual(-1)
+        expect(f.spearman!, what).toBeLessThanOrEqual(1)
+        expect(f.firstArrivalsShare!, what).toBeGreaterThan(0)
+        expect(f.firstArrivalsShare!, what).toBeLessThanOrEqual(1)
+        expect(run.opensAtMs, what).toBeGreaterThan(0)
+      }
+      expect(c.direct.requestsByOp).toEqual({ checkout: c.direct.figures.requests })
+      // Through the room: one join per user; a checkout only once admitted, so the refused
+      // crowd's clicks became polls.
+      expect(c.room.requestsByOp.join).toBe(plan.users)
+      expect(c.room.requestsByOp.checkout).toBeLessThan(c.direct.requestsByOp.checkout!)
+      expect(c.room.figures.waitToAdmissionMs).not.toBeNull()
+      expect(c.direct.figures.waitToAdmissionMs).toBeNull()
+      // Users still trying at the sell-out learnt it at their next click (100–300 ms apart) or
+      // their next poll (poll_after_seconds, at most 10 s); 1 s of slack for a loaded machine.
+      // (naive ignores the opening and its race may sell to everyone: then nobody is told sold out.)
+      expect(c.direct.figures.lastWaiters?.maxMs ?? 0).toBeLessThanOrEqual(1_300)
+      expect(c.room.figures.lastWaiters?.maxMs ?? 0).toBeLessThanOrEqual(11_000)
+    }
+    // lua keeps the opening and sells exactly the stock, both ways; the room admits nobody before it.
+    const lua = strategy('lua').roomComparison as Exclude<RoomComparison, { skipped: string }>
+    for (const run of [lua.direct, lua.room]) {
+      expect(run.figures.outcomes).toEqual({ purchased: 50, sold_out: 150 })
+      expect(run.figures.soldOutAtMs).not.toBeNull()
+      expect(run.figures.soldOutAtMs!).toBeGreaterThan(run.opensAtMs)
+      // Users came before the opening and were still trying when it sold out.
+      expect(run.figures.lastWaiters!.count).toBeGreaterThan(0)
+    }
+    expect(lua.room.figures.waitToAdmissionMs!.max).toBeGreaterThan(0)
+  })
+
   it('naive oversells the 100 units, and the verdict says it was expected', () => {
     const story = strategy('naive').phases.find((p) => p.id === 'sale-100')!
     expect(story.summary.oversold).toBeGreaterThan(0)
@@ -145,6 +202,7 @@ describe('flash-sale-lab demo, quick profile, every fault', () => {
     const html = readFileSync(result.reportFile, 'utf8')
     expect(html).toContain('Flash sale under load and chaos')
     expect(html).toContain('uPlot')
+    expect(html).toContain('Waiting room vs no room')
     const json = JSON.parse(readFileSync(join(dir, 'report', 'report.json'), 'utf8'))
     expect(json.verdict.ok).toBe(true)
   })

@@ -95,7 +95,12 @@ describe('startObservability', () => {
     const rules = (await (await fetch(`${obs.prometheusUrl}/api/v1/rules`)).json()) as {
       data: { groups: { name: string; rules: unknown[] }[] }
     }
-    expect(rules.data.groups.map((g) => g.name).sort()).toEqual(['flash-sale', 'kunci-locks', 'redis'])
+    expect(rules.data.groups.map((g) => g.name).sort()).toEqual([
+      'flash-sale',
+      'flash-sale-waiting-room',
+      'kunci-locks',
+      'redis',
+    ])
 
     const pids = obs.pids
     expect(pids).toHaveLength(2)

@@ -4,11 +4,13 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { type Browser, chromium } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { LoadSeries } from '../../src/load/result.js'
+import { crowdFigures } from '../../src/load/crowd-figures.js'
+import type { LoadSeries, LoadUser } from '../../src/load/result.js'
 import { faultWindows, phaseCharts } from '../../src/report/chart-model.js'
 import { faultImpacts } from '../../src/report/fault-impact.js'
 import { renderReport, writeReport } from '../../src/report/render-report.js'
-import type { ReportInput } from '../../src/report/report-input.js'
+import type { CrowdRun, ReportInput } from '../../src/report/report-input.js'
+import { comparisonRows, formatComparison } from '../../src/report/room-comparison.js'
 
 // A recorded run (see fixtures/report-fixture.make.ts): 3 strategies × 2 phases × 4 plots.
 const fixture = JSON.parse(
@@ -34,6 +36,50 @@ interface PageGlobals {
   __reportReady?: boolean
   __report?: { charts: unknown[] }
 }
+// A waiting-room comparison for lua and naive (redlock: skipped), from synthetic users: 40 users,
+// 10 units; without the room the buyers are every fourth arrival, with it the first ten.
+function crowdRun(mode: CrowdRun['mode']): CrowdRun {
+  const users: LoadUser[] = Array.from({ length: 40 }, (_, i) => {
+    const bought = mode === 'crowd' ? i % 4 === 0 : i < 10
+    return {
+      user_id: i + 1,
+      arrivedMs: i * 50,
+      admittedMs: mode === 'waiting-room' && bought ? 1_000 + i * 100 : null,
+      position: mode === 'waiting-room' ? i + 1 : null,
+      outcome: bought ? 'purchased' : 'sold_out',
+      outcomeMs: bought ? 1_100 + i * 10 : 2_600 + i,
+      reason: null,
+      order_id: bought ? `o${i}` : null,
+      requests: mode === 'crowd' ? 1 + (i % 7) : 3,
+    }
+  })
+  const figures = crowdFigures(users)
+  return {
+    phase: mode === 'crowd' ? 'crowd-direct' : 'crowd-room',
+    mode,
+    ...(mode === 'waiting-room'
+      ? { settings: { admit_per_second: 10, max_admitted: 10, stock_factor: 2 } }
+      : {}),
+    figures,
+    requestsByOp:
+      mode === 'crowd'
+        ? { checkout: figures.requests }
+        : { join: 40, poll: figures.requests - 50, checkout: 10 },
+    opensAtMs: 1_000,
+    p99Ms: 12.5,
+  }
+}
+const withComparison: ReportInput = {
+  ...fixture,
+  strategies: fixture.strategies.map((s) => ({
+    ...s,
+    roomComparison:
+      s.strategy === 'redlock'
+        ? { skipped: 'not run: with STRATEGY=redlock the service refuses a sale with a waiting room' }
+        : { stock: 10, users: 40, direct: crowdRun('crowd'), room: crowdRun('waiting-room') },
+  })),
+}
+
 // Inside page.evaluate only inline code runs (the function's text is sent to the browser).
 const ARTIFACTS = new URL('../../../../artifacts/', import.meta.url)
 
@@ -54,6 +100,38 @@ describe('renderReport', () => {
     const escaped = renderReport(hostile)
     expect(escaped).not.toContain('<img src=x')
     expect(escaped).not.toContain('<script>alert(1)')
+  })
+})
+
+describe('the waiting-room comparison', () => {
+  it('renders a table per strategy that ran it, with both crowds, and the reason where it did not', () => {
+    const html = renderReport(withComparison)
+    expect(html).toContain('id="room-comparison"')
+    const tables = html.match(/<table class="comparison">/g) ?? []
+    expect(tables).toHaveLength(2)
+    expect(html).toContain('refuses a sale with a waiting room')
+    expect(renderReport(fixture)).not.toContain('id="room-comparison"')
+
+    const lua = withComparison.strategies.find((s) => s.strategy === 'lua')!
+    const rows = comparisonRows(lua.roomComparison as never)
+    const row = (label: string) => rows.find((r) => r[0].startsWith(label))!
+    expect(row('bought')).toEqual(['bought', '10', '10'])
+    expect(row('requests, total')[2]).toBe('120 (10 checkout · 40 join · 70 poll)')
+    // Without the room, every fourth arrival bought: 3 of the first 10. With it, the first 10.
+    expect(row('fairness: share')).toEqual([expect.any(String), '30 %', '100 %'])
+    expect(row('fairness: Spearman')).toEqual([expect.any(String), '1.00', '1.00'])
+    expect(row('join to admission')[1]).toBe('–')
+    // Admitted 1,000 + 50 × i ms after joining, i = 0..9: p50 (nearest rank) i = 4, max i = 9.
+    expect(row('join to admission')[2]).toBe('1.20 s · 1.45 s')
+    // Sold out at the last purchase (1,100 + 36 × 10 ms without the room). Still trying then: the
+    // 22 non-buyers among arrivals 0..29; the last of them (i = 29) told at 2,629 ms.
+    expect(row('sold out at')[1]).toBe('1.46 s (1.00 s)')
+    expect(row('last user')[1]).toMatch(/^1\.17 s \(p50 .*, 22 users\)$/)
+    expect(formatComparison(lua).join('\n')).toContain('waiting room vs no room (40 users, 10 units)')
+    const redlock = withComparison.strategies.find((s) => s.strategy === 'redlock')!
+    expect(formatComparison(redlock)).toEqual([
+      '  waiting room vs no room: not run: with STRATEGY=redlock the service refuses a sale with a waiting room',
+    ])
   })
 })
 
@@ -135,7 +213,7 @@ describe('the report in headless Chromium', () => {
   })
 
   it('draws every plot from disk, with its series, fault marks and no console error', async () => {
-    const file = writeReport(dir, fixture)
+    const file = writeReport(dir, withComparison)
     const page = await browser.newPage({ viewport: { width: 1480, height: 1000 }, deviceScaleFactor: 1 })
     const problems: string[] = []
     const requests: string[] = []
@@ -189,6 +267,8 @@ describe('the report in headless Chromium', () => {
     expect(await page.locator('table.summary tbody tr').count()).toBe(6)
     expect(await page.locator('.banner.pass').count()).toBe(fixture.verdict.ok ? 1 : 0)
     expect(await page.locator('.fault').count()).toBe(6 * 4)
+    expect(await page.locator('#room-comparison .room-strategy').count()).toBe(3)
+    expect(await page.locator('table.comparison tbody tr').count()).toBe(2 * 13)
     expect(problems).toEqual([])
     expect(requests.every((u) => u.startsWith('file:'))).toBe(true)
 

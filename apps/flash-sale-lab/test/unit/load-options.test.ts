@@ -1,9 +1,11 @@
 import { describe, expect, it } from 'vitest'
 import { parseLoadArgs } from '../../src/cli/load.js'
+import { crowdFigures, ranks, spearman } from '../../src/load/crowd-figures.js'
 import { LoadOptionError } from '../../src/load/errors.js'
 import { percentile, summarise } from '../../src/load/latency.js'
 import { DEFAULT_LOAD_OPTIONS, resolveLoadOptions } from '../../src/load/load-options.js'
-import { parseStages, totalDurationMs, vusAt } from '../../src/load/stages.js'
+import type { LoadUser } from '../../src/load/result.js'
+import { arrivalsBy, parseStages, totalDurationMs, vusAt } from '../../src/load/stages.js'
 
 function optionOf(fn: () => unknown): string {
   try {
@@ -139,5 +141,106 @@ describe('percentiles (exact, nearest rank)', () => {
     expect(percentile([7], 99)).toBe(7)
     expect(percentile([], 50)).toBe(0)
     expect(summarise(sorted)).toMatchObject({ count: 100, minMs: 1, maxMs: 100, meanMs: 50.5, p90Ms: 90 })
+  })
+})
+
+describe('crowd modes (a crowd, straight or through the waiting room)', () => {
+  it('defaults: purchases; polls kept within 1–10 s; patience 2 min', () => {
+    expect(resolveLoadOptions()).toMatchObject({
+      mode: 'purchases',
+      pollIntervalMs: [1_000, 10_000],
+      patienceMs: 120_000,
+    })
+    expect(Object.isFrozen(DEFAULT_LOAD_OPTIONS.pollIntervalMs)).toBe(true)
+  })
+
+  it('maps --waiting-room, --crowd, --poll and --patience', () => {
+    const { options } = parseLoadArgs(['--waiting-room', '--poll', '250ms-2s', '--patience', '30s'])
+    expect(options).toMatchObject({ mode: 'waiting-room', pollIntervalMs: [250, 2_000], patienceMs: 30_000 })
+    expect(parseLoadArgs(['--crowd']).options.mode).toBe('crowd')
+    expect(parseLoadArgs([]).options.mode).toBeUndefined()
+    expect(optionOf(() => parseLoadArgs(['--crowd', '--waiting-room']))).toBe('--waiting-room')
+    expect(optionOf(() => parseLoadArgs(['--poll', '2s']))).toBe('--poll')
+    expect(optionOf(() => parseLoadArgs(['--poll', 'often-rarely']))).toBe('--poll')
+    expect(optionOf(() => parseLoadArgs(['--patience', 'forever']))).toBe('--patience')
+  })
+
+  it('names the bad option', () => {
+    const crowd = { stages: [{ durationMs: 1_000, target: 50 }] }
+    expect(optionOf(() => resolveLoadOptions({ mode: 'queue' as never }))).toBe('mode')
+    expect(optionOf(() => resolveLoadOptions({ pollIntervalMs: [0, 1_000] }))).toBe('pollIntervalMs')
+    expect(optionOf(() => resolveLoadOptions({ pollIntervalMs: [2_000, 1_000] }))).toBe('pollIntervalMs')
+    expect(optionOf(() => resolveLoadOptions({ pollIntervalMs: [1, Number.POSITIVE_INFINITY] }))).toBe(
+      'pollIntervalMs',
+    )
+    expect(optionOf(() => resolveLoadOptions({ patienceMs: 0 }))).toBe('patienceMs')
+    expect(optionOf(() => resolveLoadOptions({ patienceMs: Number.POSITIVE_INFINITY }))).toBe('patienceMs')
+    // One distinct user per VU: a crowd of 50 needs 50 ids.
+    expect(
+      optionOf(() => resolveLoadOptions({ ...crowd, mode: 'waiting-room', userIdMin: 1, userIdMax: 49 })),
+    ).toBe('userIdMax')
+    expect(resolveLoadOptions({ ...crowd, mode: 'crowd', userIdMin: 1, userIdMax: 50 }).mode).toBe('crowd')
+    // The purchases mode draws random ids: any range does.
+    expect(resolveLoadOptions({ ...crowd, userIdMin: 1, userIdMax: 1 }).userIdMax).toBe(1)
+  })
+
+  it('counts arrivals as the highest target reached, a ramp down removing nobody', () => {
+    const stages = parseStages('2s:200,1s:0')
+    expect(arrivalsBy(stages, 0)).toBe(0)
+    expect(arrivalsBy(stages, 1_000)).toBe(100)
+    expect(arrivalsBy(stages, 1_999)).toBe(199)
+    // A tick that skips the instant the ramp reached 200 still brings the 200th user.
+    expect(arrivalsBy(stages, 2_020)).toBe(200)
+    expect(arrivalsBy(stages, 2_500)).toBe(200)
+    expect(arrivalsBy(stages, 10_000)).toBe(200)
+    expect(vusAt(stages, 2_500)).toBe(100)
+  })
+})
+
+describe('crowd figures', () => {
+  it('ranks ties by their average rank, and Spearman is 1, -1 or in between', () => {
+    expect(ranks([10, 20, 20, 5])).toEqual([2, 3.5, 3.5, 1])
+    expect(spearman([1, 2, 3, 4], [10, 20, 30, 40])).toBe(1)
+    expect(spearman([1, 2, 3, 4], [40, 30, 20, 10])).toBe(-1)
+    expect(spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5])).toBe(0.8)
+    expect(spearman([1, 2], [1, 2])).toBeNull()
+    expect(spearman([1, 1, 1], [1, 2, 3])).toBeNull()
+  })
+
+  const user = (u: Partial<LoadUser> & Pick<LoadUser, 'user_id' | 'arrivedMs' | 'outcome' | 'outcomeMs'>) =>
+    ({ admittedMs: null, position: null, reason: null, order_id: null, requests: 1, ...u }) as LoadUser
+
+  it('requests per user and per purchase, fairness, and when the last waiter learnt it was sold out', () => {
+    const users = [
+      user({ user_id: 1, arrivedMs: 0, outcome: 'purchased', outcomeMs: 100, requests: 3 }),
+      user({ user_id: 2, arrivedMs: 10, outcome: 'sold_out', outcomeMs: 900, requests: 5 }),
+      user({ user_id: 3, arrivedMs: 20, outcome: 'purchased', outcomeMs: 300, requests: 2 }),
+      user({ user_id: 4, arrivedMs: 30, outcome: 'purchased', outcomeMs: 200, requests: 2 }),
+      // Arrived after the sell-out: not among those still waiting then.
+      user({ user_id: 5, arrivedMs: 400, outcome: 'sold_out', outcomeMs: 410, requests: 1 }),
+      // Told before the last buyer's answer arrived: counts 0.
+      user({ user_id: 6, arrivedMs: 40, outcome: 'sold_out', outcomeMs: 250, requests: 1 }),
+      user({ user_id: 7, arrivedMs: 50, outcome: 'gave_up', outcomeMs: 5_000, requests: 6 }),
+    ]
+    const f = crowdFigures(users)
+    expect(f).toMatchObject({
+      users: 7,
+      bought: 3,
+      requests: 20,
+      requestsPerPurchase: 6.67,
+      outcomes: { purchased: 3, sold_out: 3, gave_up: 1 },
+      soldOutAtMs: 300,
+      lastWaiters: { count: 2, p50Ms: 0, maxMs: 600 },
+      waitToAdmissionMs: null,
+    })
+    expect(f.requestsPerUser).toMatchObject({ max: 6, p50: 2 })
+    // Buyers arrived 1, 3, 4 and bought 1, 4, 3: ρ = 0.5. Of the first 3 arrivals (1, 2, 3) two bought.
+    expect(f.spearman).toBe(0.5)
+    expect(f.firstArrivalsShare).toBe(0.667)
+    const admitted = crowdFigures([
+      user({ user_id: 1, arrivedMs: 100, admittedMs: 1_600, outcome: 'purchased', outcomeMs: 1_700 }),
+    ])
+    expect(admitted.waitToAdmissionMs).toMatchObject({ p50: 1_500, max: 1_500 })
+    expect(admitted.soldOutAtMs).toBeNull()
   })
 })

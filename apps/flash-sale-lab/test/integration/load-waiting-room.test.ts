@@ -1,0 +1,194 @@
+// runLoad's crowd modes against the real stack (3+3 Redis Cluster, 2 service processes, a worker,
+// PostgreSQL): the same users through the waiting room and straight to the checkout. What the load
+// generator records per user is checked against what the service counted (its /metrics) and what
+// SQL holds.
+import { connectDb, type Db } from '@kunci/flash-sale'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { checkPhase, readLedger } from '../../src/demo/checker.js'
+import { resolveDemoOptions } from '../../src/demo/demo-options.js'
+import { openSqlTarget, type SqlTarget } from '../../src/demo/sql-target.js'
+import { crowdFigures } from '../../src/load/crowd-figures.js'
+import type { LoadOptions } from '../../src/load/load-options.js'
+import type { LoadResult } from '../../src/load/result.js'
+import { runLoad } from '../../src/load/run-load.js'
+import { type LocalStack, startStack } from '../../src/stack/local-stack.js'
+import { PG_ADMIN_URL } from '../support/pg.js'
+
+let sql: SqlTarget
+let stack: LocalStack
+let db: Db
+
+beforeAll(async () => {
+  sql = await openSqlTarget(
+    resolveDemoOptions({ sql: 'postgres', postgresAdminUrl: PG_ADMIN_URL }),
+    'load_room',
+  )
+  stack = await startStack({
+    strategy: 'lua',
+    instances: 2,
+    port: 0,
+    lockNodes: false,
+    databaseUrl: sql.url!,
+    env: { MAX_EVENT_LOOP_DELAY_MS: '2000' },
+    echo: process.env.FS_ECHO === '1',
+  })
+  db = connectDb(stack.databaseUrl, 2)
+}, 120_000)
+
+afterAll(async () => {
+  await db?.end()
+  await stack?.stop()
+  await sql?.drop()
+}, 60_000)
+
+/** Sum of a counter's series on the service's /metrics (both instances), filtered by labels. */
+async function counter(name: string, labels: Record<string, string> = {}): Promise<number> {
+  const page = await (await fetch(stack.metricsUrl!)).text()
+  let total = 0
+  for (const line of page.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue
+    if (!Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) continue
+    total += Number(line.slice(line.lastIndexOf(' ') + 1))
+  }
+  return total
+}
+
+/** Until the worker has persisted every 200 and 202 of the run (or the deadline). */
+async function settled(productId: number, load: LoadResult) {
+  const answered = new Set(load.orders.map((o) => o.order_id)).size
+  const deadline = Date.now() + 30_000
+  for (;;) {
+    const ledger = await readLedger(db, String(productId))
+    if (ledger.confirmed.size + ledger.failed >= answered || Date.now() > deadline) return ledger
+    await new Promise((r) => setTimeout(r, 200))
+  }
+}
+
+const STOCK = 40
+const USERS = 120
+// 120 users arriving over 1.5 s, ids 1..120 in arrival order.
+const crowd = (productId: number): LoadOptions => ({
+  url: stack.url,
+  productId,
+  stages: [{ durationMs: 1_500, target: USERS }],
+  userIdMin: 1,
+  userIdMax: USERS,
+  doubleClickRatio: 0.1,
+  repeatRatio: 1,
+  maxRetries: Number.POSITIVE_INFINITY,
+  retryDelayMs: [100, 300],
+  patienceMs: 30_000,
+  maxDurationMs: 45_000,
+})
+
+describe('runLoad through the waiting room, on the real stack', () => {
+  it('joins once per user, honours poll_after_seconds within the bounds, buys with the ticket once admitted; the records match /metrics and SQL', async () => {
+    const productId = 9950
+    await stack.putSale({
+      productId: String(productId),
+      stock: STOCK,
+      perUserLimit: 1,
+      waitingRoom: { admit_per_second: 40, max_admitted: STOCK, admission_seconds: 30, stock_factor: 1 },
+    })
+    const before = {
+      join: await counter('flash_sale_waiting_room_requests_total', { op: 'join' }),
+      poll: await counter('flash_sale_waiting_room_requests_total', { op: 'poll' }),
+      checkout: await counter('flash_sale_checkout_requests_total'),
+    }
+    // The room asks waiting pages to come back in 2 s (poll_after_seconds): inside [250, 3000].
+    const load = await runLoad({ ...crowd(productId), mode: 'waiting-room', pollIntervalMs: [250, 3_000] })
+
+    expect(load.stopReason).toBe('completed')
+    expect(load.users.map((u) => u.user_id)).toEqual(Array.from({ length: USERS }, (_, i) => i + 1))
+    for (let i = 1; i < USERS; i++)
+      expect(load.users[i]!.arrivedMs).toBeGreaterThanOrEqual(load.users[i - 1]!.arrivedMs)
+    const outcomes = crowdFigures(load.users).outcomes
+    expect(outcomes).toEqual({ purchased: STOCK, sold_out: USERS - STOCK })
+    expect(load.totals.transportErrors).toEqual({})
+
+    // Each buyer was admitted before it bought, and checked out only then.
+    for (const u of load.users.filter((x) => x.outcome === 'purchased')) {
+      expect(u.admittedMs, `user ${u.user_id}`).not.toBeNull()
+      expect(u.admittedMs!).toBeGreaterThanOrEqual(u.arrivedMs)
+      expect(u.outcomeMs).toBeGreaterThanOrEqual(u.admittedMs!)
+      expect(u.order_id).toMatch(/.+/)
+    }
+    // First come, first served: the buyers are (nearly all) the first 40 to join.
+    const f = crowdFigures(load.users)
+    expect(f.firstArrivalsShare!).toBeGreaterThanOrEqual(0.9)
+
+    // poll_after_seconds (2 s while waiting) was honoured: a user waiting W ms polled about W / 2 s
+    // times, not W / 250 ms.
+    for (const u of load.users.filter((x) => x.outcome === 'sold_out')) {
+      const polls = u.requests - 1
+      expect(polls, `user ${u.user_id}`).toBeLessThanOrEqual(
+        Math.ceil((u.outcomeMs - u.arrivedMs) / 2_000) + 1,
+      )
+    }
+    // Everyone still in line at the sell-out saw sold_out at its next poll: within 2 s (+ slack).
+    expect(f.lastWaiters!.count).toBeGreaterThan(0)
+    expect(f.lastWaiters!.maxMs).toBeLessThanOrEqual(3_000)
+
+    // The service counted what the load generator sent: one join per user, every poll, every
+    // checkout (double clicks included), and nothing else.
+    expect(load.totals.byOp.join).toBe(USERS)
+    expect((await counter('flash_sale_waiting_room_requests_total', { op: 'join' })) - before.join).toBe(
+      USERS,
+    )
+    expect((await counter('flash_sale_waiting_room_requests_total', { op: 'poll' })) - before.poll).toBe(
+      load.totals.byOp.poll,
+    )
+    expect((await counter('flash_sale_checkout_requests_total')) - before.checkout).toBe(
+      load.totals.byOp.checkout,
+    )
+    expect(load.users.reduce((a, u) => a + u.requests, 0)).toBe(load.totals.requests)
+
+    // SQL: the 40 buyers hold the 40 orders, nobody twice.
+    const check = checkPhase(load, await settled(productId, load), STOCK)
+    expect(check.violations).toEqual([])
+    expect(check.persisted).toBe(STOCK)
+    const buyers = new Set(load.users.filter((u) => u.outcome === 'purchased').map((u) => String(u.user_id)))
+    const ledger = await readLedger(db, String(productId))
+    expect(new Set(ledger.confirmed.values())).toEqual(buyers)
+  }, 90_000)
+
+  it('the same crowd straight to the checkout, before and after the opening: refusals retried, final answers kept', async () => {
+    const productId = 9951
+    const opensInMs = 1_000
+    await stack.putSale({
+      productId: String(productId),
+      stock: STOCK,
+      perUserLimit: 1,
+      startsAt: new Date(Date.now() + opensInMs),
+    })
+    const before = await counter('flash_sale_checkout_requests_total')
+    const load = await runLoad({ ...crowd(productId), mode: 'crowd' })
+    expect(load.stopReason).toBe('completed')
+    expect(load.users.map((u) => u.user_id)).toEqual(Array.from({ length: USERS }, (_, i) => i + 1))
+    expect(crowdFigures(load.users).outcomes).toEqual({ purchased: STOCK, sold_out: USERS - STOCK })
+    // Users who came well before the opening were told SALE_NOT_STARTED and clicked again.
+    expect(load.totals.byErrorCode.SALE_NOT_STARTED).toBeGreaterThan(0)
+    const early = load.users.filter((u) => u.arrivedMs < opensInMs - 500)
+    expect(early.length).toBeGreaterThan(0)
+    for (const u of early) expect(u.requests, `user ${u.user_id}`).toBeGreaterThanOrEqual(2)
+    expect(load.users.every((u) => u.admittedMs === null && u.position === null)).toBe(true)
+    expect((await counter('flash_sale_checkout_requests_total')) - before).toBe(load.totals.requests)
+    const check = checkPhase(load, await settled(productId, load), STOCK)
+    expect(check.violations).toEqual([])
+    expect(check.persisted).toBe(STOCK)
+  }, 90_000)
+
+  it('a sale without a room: every user is told NO_WAITING_ROOM after one join, and stops', async () => {
+    const productId = 9952
+    await stack.putSale({ productId: String(productId), stock: STOCK, perUserLimit: 1 })
+    const load = await runLoad({
+      ...crowd(productId),
+      mode: 'waiting-room',
+      stages: [{ durationMs: 300, target: 20 }],
+    })
+    expect(load.users).toHaveLength(20)
+    for (const u of load.users)
+      expect(u).toMatchObject({ outcome: 'error', reason: 'NO_WAITING_ROOM', requests: 1 })
+    expect(load.totals.byOp).toEqual({ join: 20 })
+  }, 60_000)
+})
