@@ -77,6 +77,10 @@ describe('service and kunci names', () => {
     m.walletCharges.inc()
     m.drift.set({ product_id: '1' }, 0)
     m.saleStoreUnreachable.set({ product_id: '1' }, 0)
+    m.saleEpoch.set({ product_id: '1' }, 1)
+    m.saleResyncs.inc({ product_id: '1' }, 0)
+    m.reserveBatchSize.observe({ kind: 'reserve' }, 3)
+    m.sqlBatchSize.observe(10)
     // The waiting room's series exist once a room has answered (as on a live service with a room).
     const room = m.waitingRoom
     room.waiting.set({ product_id: '1' }, 10)

@@ -96,6 +96,8 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
           onResync: (product_id) => metrics.saleResyncs.inc({ product_id }),
           onEpoch: (product_id, epoch) => {
             metrics.saleEpoch.set({ product_id }, epoch)
+            // At 0 from the first sight of the sale, so that its alert's increase() works.
+            metrics.saleResyncs.inc({ product_id }, 0)
             events?.watch(product_id)
           },
         })

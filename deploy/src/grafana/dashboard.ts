@@ -302,6 +302,48 @@ export const DASHBOARD_ROWS: readonly RowSpec[] = Object.freeze([
     ],
   },
   {
+    title: 'Sold out at line rate',
+    panels: [
+      {
+        title: 'Answered from memory, by code',
+        unit: 'reqps',
+        description:
+          "A sold-out sale's refusals given without a reservation call (docs/flash-sale.md, Sold out at line rate). Against the checkout rate: the share of the flood that costs Redis nothing.",
+        queries: [
+          q(`sum by (code) (rate(flash_sale_local_answers_total[${RATE}]))`, '{{code}}'),
+          q(`sum(rate(flash_sale_checkout_requests_total[${RATE}]))`, 'all checkouts'),
+        ],
+      },
+      {
+        title: 'Checkouts per Redis script call',
+        unit: 'short',
+        description:
+          'Mean batch size: reserve.lua per sale per event-loop turn, refuse.lua for keyed sold-out answers; the worker per SQL transaction.',
+        queries: [
+          q(
+            `sum by (kind) (rate(flash_sale_reserve_batch_size_sum[${RATE}])) / sum by (kind) (rate(flash_sale_reserve_batch_size_count[${RATE}]))`,
+            '{{kind}}',
+          ),
+          q(
+            `sum(rate(flash_sale_sql_batch_size_sum[${RATE}])) / sum(rate(flash_sale_sql_batch_size_count[${RATE}]))`,
+            'SQL (worker)',
+          ),
+        ],
+      },
+      {
+        title: 'Sale epochs, notifications and resyncs',
+        unit: 'short',
+        description:
+          'The epoch grows with every reset, restock or returned unit. A resync is an epoch change an instance found by its per-second check, not by a notification: a lost one (alert FlashSaleSaleNotificationsLost).',
+        queries: [
+          q('max by (product_id) (flash_sale_sale_epoch)', 'epoch {{product_id}}'),
+          q(`sum by (kind) (rate(flash_sale_sale_notifications_total[${RATE}]))`, 'notified {{kind}}/s'),
+          q(`sum by (product_id) (rate(flash_sale_sale_resyncs_total[${RATE}]))`, 'resync {{product_id}}/s'),
+        ],
+      },
+    ],
+  },
+  {
     title: 'Orders',
     panels: [
       {

@@ -184,6 +184,14 @@ export const SERVICE_RULES: readonly AlertRule[] = Object.freeze([
     '{{ $value | humanizePercentage }} of checkouts ({{ $labels.strategy }}) answered 503 for a minute: the service is not serving the sale.',
   ),
   rule(
+    'FlashSaleSaleNotificationsLost',
+    'sum by (product_id) (increase(flash_sale_sale_resyncs_total[10m])) > 2',
+    undefined,
+    'warning',
+    "Instances miss their sale's notifications",
+    "Product {{ $labels.product_id }}: {{ $value | humanize }} epoch changes in 10 min reached an instance only through its per-second check: after each restock or returned unit it keeps refusing for up to a second. The sale's sharded subscription is failing (SSUBSCRIBE refused by the ACL, or the subscriber cannot reach the slot's master).",
+  ),
+  rule(
     'FlashSaleCheckoutP99High',
     'histogram_quantile(0.99, sum by (le, strategy) (rate(flash_sale_checkout_duration_seconds_bucket[5m]))) > 0.25',
     '10m',

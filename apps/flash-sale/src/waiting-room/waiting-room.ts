@@ -67,7 +67,8 @@ function pollAfter(a: Extract<VisitReply, { kind: 'answer' }>): number | null {
   if (a.status === 'closed') return null
   if (a.status === 'admitted') return 10
   if (a.status === 'sold_out') return 5
-  if (a.etaMs === undefined) return 5
+  // No rate measured yet (the sale just opened): soon, so the first admissions are seen quickly.
+  if (a.etaMs === undefined) return 2
   // Near the front every 2 s, far back less often; never near drop_after_seconds (≥ 30).
   return Math.min(10, Math.max(2, Math.round(a.etaMs / 20_000)))
 }

@@ -263,6 +263,27 @@ describe('a sold-out sale answered from memory', () => {
     expect(answers.filter((a) => a.status === 409).length).toBeGreaterThan(50)
   })
 
+  it('SALE_NOT_STARTED is not kept under the key: the same key buys once the sale opens', async () => {
+    const productId = '8106'
+    const startsAt = new Date(Date.now() + 2_000)
+    const res = await fetch(`${fx.stack.url}/admin/sales/${productId}`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${fx.stack.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ stock: 5, price: 10, starts_at: startsAt.toISOString() }),
+    })
+    expect(res.status).toBe(200)
+    const key = randomUUID()
+    expect((await checkout(productId, 7, key)).body.error?.code).toBe('SALE_NOT_STARTED')
+    const bought = await eventually(
+      () => checkout(productId, 7, key),
+      (a) => a.status !== 409,
+      { timeoutMs: 15_000, intervalMs: 200, what: 'the sale open' },
+    )
+    expect(bought.status).toBe(200)
+    // Kept from then on: the same key replays the order.
+    expect(await checkout(productId, 7, key)).toEqual(bought)
+  })
+
   it('a batch in which one checkout fails inside the script answers the others correctly', async () => {
     const productId = '8105'
     await fx.stack.putSale({ productId, stock: 100 })

@@ -46,7 +46,8 @@ local function one(user, order_id, idem_key, checked)
   end
   if not meta[1] then return 'UNKNOWN_PRODUCT', '', 0 end
   if room and checked ~= room then return 'ROOM_CHECK', '', 0 end
-  if now < tonumber(meta[2]) then return answer('SALE_NOT_STARTED', '') end
+  -- Not recorded under the key: "not yet" is no answer to keep; the same key buys after the start.
+  if now < tonumber(meta[2]) then return 'SALE_NOT_STARTED', '', 0 end
   local ends = tonumber(meta[3])
   if ends > 0 and now >= ends then return answer('SALE_ENDED', '') end
   local count, last = 0, ''
