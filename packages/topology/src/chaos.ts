@@ -143,16 +143,21 @@ function describeError(err: unknown): { error: string; errorCode?: string } {
   return typeof code === 'string' ? { error: message, errorCode: code } : { error: message }
 }
 
-/** Sleeps until `ms` on the run's clock; false when aborted first. */
+/**
+ * Sleeps until `ms` on the run's clock; false when aborted first. Loops: Node's timers run on a
+ * monotonic clock and round, so a timer can fire a millisecond before Date.now() reaches the mark
+ * (seen in CI: a step scheduled at 200 ms started at 199), and a step must never start early.
+ */
 async function sleepUntil(ms: number, now: () => number, signal: AbortSignal): Promise<boolean> {
-  const wait = ms - now()
-  if (signal.aborted) return false
-  if (wait <= 0) return true
-  try {
-    await sleep(wait, undefined, { signal })
-    return true
-  } catch {
-    return false
+  for (;;) {
+    if (signal.aborted) return false
+    const wait = ms - now()
+    if (wait <= 0) return true
+    try {
+      await sleep(wait, undefined, { signal })
+    } catch {
+      return false
+    }
   }
 }
 
