@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fencedUpdate, KunciError, type Redlock } from 'kunci'
-import { isSqlOutage } from '../db/database.js'
+import { isSqlOutage, isUniqueViolation } from '../db/database.js'
 import { newOrderId } from '../domain/ids.js'
 import {
   busy,
@@ -10,7 +10,7 @@ import {
   saleRefusal,
   unavailable,
 } from '../domain/refusals.js'
-import type { OrderStore } from '../orders/order-store.js'
+import type { CheckoutTx, OrderStore } from '../orders/order-store.js'
 import type {
   CheckoutOutcome,
   CheckoutRequest,
@@ -128,43 +128,55 @@ export class RedlockStrategy implements CheckoutStrategy {
         ttlMs: this.options.lockTtlMs ?? 5_000,
         maxHoldMs: 10_000,
       },
-      (_signal, lock) =>
-        this.orders.checkout(async (tx) => {
-          const sale = (await tx.sale(productId)) ?? refuse(saleRefusal('UNKNOWN_PRODUCT', productId))
-          if (sale.not_started) refuse(saleRefusal('SALE_NOT_STARTED', productId))
-          if (sale.ended) refuse(saleRefusal('SALE_ENDED', productId))
-          const mine = await tx.confirmedOrdersOf(productId, sale.round, userId)
-          if (mine.length >= sale.per_user_limit) refuse(saleRefusal('ALREADY_PURCHASED', productId, mine[0]))
-          if (sale.sold >= sale.stock_total) refuse(saleRefusal('SOLD_OUT', productId))
-          const written = await tx.fenced(
-            fencedUpdate({
-              table: 'sales',
-              set: { sold: sale.sold + 1 },
-              where: { product_id: productId, round: sale.round },
-              fence: lock.fence,
-            }),
-          )
-          // A later holder has written: this one stalled past its lock. Nothing is written.
-          if (!written) refuse(busy('the product lock was lost before the write (fenced out)'))
-          const orderId = newOrderId(productId)
-          await tx.confirm({
-            orderId,
-            productId,
-            round: sale.round,
-            userId,
-            unitNo: mine.length + 1,
-            priceCents: Number(sale.price_cents),
-            strategy: 'redlock',
-          })
-          return {
-            orderId,
-            status: 'confirmed' as const,
-            remaining: sale.stock_total - sale.sold - 1,
-            replayed: false,
-          }
-        }),
+      (_signal, lock) => this.orders.checkout((tx) => sellOne(tx, productId, userId, lock.fence)),
     )
   }
+}
+
+/**
+ * One sale inside the product lock's transaction, written only if the lock's fence is the newest
+ * that wrote the sale row AND the row still holds what this holder read. The second condition is
+ * not redundant: a holder that stalled past its TTL and a later holder can both have read the
+ * row before either wrote; if the stalled one (older fence) commits first, the later one's
+ * `sold = <read> + 1` would pass the fence check and overwrite that increment, and two orders
+ * would share one unit (seen: 101 confirmed orders for 100 units under load). The fence orders
+ * the writers; the compare-and-set on `sold` makes a write computed from a stale read match no
+ * row. Exported for the test that replays exactly that interleaving.
+ */
+export async function sellOne(
+  tx: Pick<CheckoutTx, 'sale' | 'confirmedOrdersOf' | 'fenced' | 'confirm'>,
+  productId: string,
+  userId: string,
+  fence: number,
+): Promise<CheckoutResult> {
+  const sale = (await tx.sale(productId)) ?? refuse(saleRefusal('UNKNOWN_PRODUCT', productId))
+  if (sale.not_started) refuse(saleRefusal('SALE_NOT_STARTED', productId))
+  if (sale.ended) refuse(saleRefusal('SALE_ENDED', productId))
+  const mine = await tx.confirmedOrdersOf(productId, sale.round, userId)
+  if (mine.length >= sale.per_user_limit) refuse(saleRefusal('ALREADY_PURCHASED', productId, mine[0]))
+  if (sale.sold >= sale.stock_total) refuse(saleRefusal('SOLD_OUT', productId))
+  const written = await tx.fenced(
+    fencedUpdate({
+      table: 'sales',
+      set: { sold: sale.sold + 1 },
+      where: { product_id: productId, round: sale.round, sold: sale.sold },
+      fence,
+    }),
+  )
+  // A later holder has written, or another holder changed the row since it was read: this one
+  // stalled past its lock (or raced a holder that did). Nothing is written; the client retries.
+  if (!written) refuse(busy('the product lock was lost before the write (fenced out)'))
+  const orderId = newOrderId(productId)
+  await tx.confirm({
+    orderId,
+    productId,
+    round: sale.round,
+    userId,
+    unitNo: mine.length + 1,
+    priceCents: Number(sale.price_cents),
+    strategy: 'redlock',
+  })
+  return { orderId, status: 'confirmed', remaining: sale.stock_total - sale.sold - 1, replayed: false }
 }
 
 /** What went wrong, as the domain answers it; anything not foreseen is a bug and is rethrown. */
@@ -183,5 +195,9 @@ function toRefusal(err: unknown): Refusal {
     }
   }
   if (isSqlOutage(err)) return unavailable('the order database is unreachable', 2, err)
+  // The same user's unit sold twice by two holders that raced (one past its TTL): the unique index
+  // refused the second; nothing was written, and the retry answers ALREADY_PURCHASED.
+  if (isUniqueViolation(err, 'orders_one_unit_per_user'))
+    return busy('another checkout of this user was written first; retry', 1, err)
   throw err
 }

@@ -27,6 +27,10 @@ export interface FencedUpdateOptions {
  * The row changes only if this holder's token is newer than the last writer's. A result with
  * zero affected rows means a later holder has written (or the row does not exist): the caller
  * lost its lock and must not report success. Identifiers are quoted; values are parameters.
+ *
+ * The fence orders writers, not reads: when `set` is computed from a value read earlier (a
+ * balance, a counter), also name that value in `where`, so that a write computed from a read
+ * another holder has since overtaken matches no row (docs/locks.md, "A value computed from a read").
  */
 export function fencedUpdate(options: FencedUpdateOptions): SqlStatement {
   const { table, set, where, fence, fenceColumn = 'fence' } = options
