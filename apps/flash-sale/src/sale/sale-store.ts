@@ -1,4 +1,5 @@
 import { Script } from 'kunci'
+import type { PaymentMode, ReturnReason } from '../domain/order-states.js'
 import { isReserveCode, type ReserveCode } from '../domain/refusals.js'
 import { ServiceError } from '../errors.js'
 import type { RedisClient } from '../redis/connect.js'
@@ -15,6 +16,7 @@ const RESERVE = script('reserve')
 const REFUSE = script('refuse')
 const PRELOAD = script('preload')
 const RESTOCK = script('restock')
+const RETURN_UNITS = script('return-units')
 
 /** A sale as the admin defines it (amounts in cents, times in ms since the epoch, 0 = none). */
 export interface SaleDefinition {
@@ -25,6 +27,24 @@ export interface SaleDefinition {
   startsAtMs: number
   endsAtMs: number
   perUserLimit: number
+  /** How orders are paid (domain/order-states.ts). @defaultValue 'instant' */
+  payment?: PaymentMode
+  /** hold: seconds a reserved order waits for its payment. */
+  holdSeconds?: number
+}
+
+/** One order whose unit goes back to the sale (return-units.lua). */
+export interface UnitReturn {
+  orderId: string
+  userId: string
+  reason: ReturnReason
+}
+
+/** return-units.lua's answer: `returned` (now), `before` (by an earlier call), `stale` (another round). */
+export interface UnitReturnReply {
+  epoch: number
+  stock: number
+  outcomes: ('returned' | 'before' | 'stale')[]
 }
 
 /** reserve.lua's answer for one checkout; ROOM_CHECK: not run, the waiting room must gate it first. */
@@ -186,7 +206,7 @@ export class SaleStore {
     const k = saleKeys(sale.productId)
     const epoch = await PRELOAD.run(
       this.client,
-      [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders],
+      [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders, k.returned],
       [
         sale.round,
         sale.stockTotal,
@@ -196,6 +216,8 @@ export class SaleStore {
         sale.perUserLimit,
         WORKER_GROUP,
         k.events,
+        sale.payment ?? 'instant',
+        sale.holdSeconds ?? 0,
       ],
     )
     await this.client.sadd(SALES_REGISTRY_KEY, sale.productId)
@@ -215,6 +237,35 @@ export class SaleStore {
       number,
     ]
     return reply[0] < 0 ? undefined : { epoch: Number(reply[0]), stock: Number(reply[1]) }
+  }
+
+  /**
+   * Gives the units of `orders` (all of one sale's `round`) back to the sale, each at most once
+   * however often this is called (return-units.lua). If any came back, the sale's epoch grows and
+   * every instance hears of it. The caller decides how durable it must be: the reply says what
+   * the master did; with replica acknowledgements, confirm(saleKeys(id).ackMark) before treating
+   * the return as done (a return lost in a failover is simply run again: it is idempotent).
+   */
+  async returnUnits(
+    productId: string,
+    round: number,
+    orders: readonly UnitReturn[],
+  ): Promise<UnitReturnReply> {
+    const k = saleKeys(productId)
+    const args: (string | number)[] = [k.events, round]
+    for (const o of orders) args.push(o.orderId, o.userId, o.reason)
+    const raw = await withTimeout(
+      RETURN_UNITS.run(this.client, [k.meta, k.stock, k.buyers, k.status, k.returned], args),
+      READ_DEADLINE_MS,
+    )
+    if (!Array.isArray(raw) || raw.length !== orders.length + 2)
+      throw new UnexpectedScriptReplyError('return-units', raw)
+    const codes = raw.slice(2).map(Number)
+    return {
+      epoch: Number(raw[0]),
+      stock: Number(raw[1]),
+      outcomes: codes.map((c) => (c === 1 ? 'returned' : c === 0 ? 'before' : 'stale')),
+    }
   }
 
   /**
