@@ -167,8 +167,10 @@ export class HoldSweeper {
         onSwept?.('fenced_out', productId)
         return
       }
-      if (err instanceof KunciError) {
+      if (err instanceof KunciError && err.code !== 'E_INVALID_OPTION') {
         if (err.code === 'E_LOCK_NOT_ACQUIRED') return onSwept?.('busy', productId)
+        // Lock nodes unreachable, or the lock lost mid-sweep: the next sweep (any worker) goes on.
+        this.#o.log?.(`[hold-sweeper] sale ${productId}: ${err.code}: ${err.message}`)
         onSwept?.('unavailable', productId)
         return
       }
