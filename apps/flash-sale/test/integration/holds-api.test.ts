@@ -136,8 +136,9 @@ describe('hold sales: admin, reserved answers, pay, cancel, expiry', () => {
     const replay = await checkout('h2', 'u1', 'k-1')
     expect(replay.json()).toMatchObject({ order_id: body.order_id, status: 'reserved', pay_by: body.pay_by })
     // The event carries the same reservation time the worker turns into pay_by.
-    const [[, fields]] = (await runtime.redis.xrange(saleKeys('h2').orders, '-', '+')) as [string, string[]][]
-    const at = Number(fields![fields!.indexOf('reserved_at') + 1])
+    const entries = (await runtime.redis.xrange(saleKeys('h2').orders, '-', '+')) as [string, string[]][]
+    const fields = entries[0]![1]
+    const at = Number(fields[fields.indexOf('reserved_at') + 1])
     expect(at + 600_000).toBe(payBy)
     // Redis knows it, SQL not yet: GET shows it reserved with its pay_by, pay says "retry".
     expect(await getOrder(body.order_id)).toMatchObject({ status: 'reserved', pay_by: body.pay_by })
