@@ -10,8 +10,8 @@ import { UnitReturns } from './unit-returns.js'
 
 /**
  * The expiry sweeper inside `flash-sale worker` (every worker runs one; kunci's lock picks the
- * one that sweeps a sale). HOLD_SWEEP_INTERVAL_MS, HOLD_SWEEP_LOCK_TTL_MS, HOLD_SWEEP_BATCH tune
- * it; HOLD_SWEEP_TEST_PAUSE is for the fault tests only.
+ * one that sweeps a sale). HOLD_SWEEP_INTERVAL_MS, HOLD_SWEEP_LOCK_TTL_MS, HOLD_SWEEP_BATCH,
+ * HOLD_SWEEP_MAX_BATCHES tune it; HOLD_SWEEP_TEST_PAUSE is for the fault tests only.
  */
 export function startHoldSweeper(deps: {
   config: ServiceConfig
