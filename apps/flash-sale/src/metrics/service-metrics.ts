@@ -149,7 +149,7 @@ export function createServiceMetrics(registry: Registry) {
     }),
     drift: new Gauge({
       name: 'flash_sale_reconcile_drift',
-      help: 'Reservations in Redis minus orders settled in SQL, once the queue is drained (should be 0)',
+      help: 'Units unaccounted for once the queue is drained: stock − sold − remaining − returns pending − dead letters (should be 0)',
       labelNames: ['product_id'] as const,
       registers,
     }),

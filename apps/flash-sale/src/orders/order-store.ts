@@ -41,13 +41,21 @@ export interface SaleRow {
   ended: boolean
 }
 
-/** The SQL side of a sale's counts. */
+/** The SQL side of a sale's counts (this round). */
 export interface SqlSaleCounts {
   round: number
   stock_total: number
   sold: number
+  /** Orders that hold a unit (confirmed, reserved, paid). */
   confirmed: number
+  /** Orders ended without a unit whose unit is not back in Redis (see SaleCounts.failed). */
   failed: number
+  /** sales.returned. */
+  returned: number
+  /** Orders whose unit return is pending. */
+  returns_pending: number
+  /** Orders whose unit return is done. */
+  returns_done: number
 }
 
 /** A stored answer of an Idempotency-Key (redlock strategy): the order, or the refusal as sent. */
@@ -498,21 +506,30 @@ export class OrderStore {
   // Reading the books.
 
   async saleCounts(productId: string): Promise<SqlSaleCounts | undefined> {
-    const r = await this.db.query<{
-      round: number
-      stock_total: number
-      sold: number
-      confirmed: string
-      failed: string
-    }>(
-      `SELECT s.round, s.stock_total, s.sold,
-         (SELECT count(*) FROM orders o WHERE o.product_id = s.product_id AND o.round = s.round AND o.status = 'confirmed') AS confirmed,
-         (SELECT count(*) FROM orders o WHERE o.product_id = s.product_id AND o.round = s.round AND o.status = 'failed') AS failed
-       FROM sales s WHERE s.product_id = $1`,
+    const r = await this.db.query<Record<keyof SqlSaleCounts, number | string>>(
+      `SELECT s.round, s.stock_total, s.sold, s.returned, c.confirmed, c.failed, c.returns_pending, c.returns_done
+       FROM sales s, LATERAL (
+         SELECT count(*) FILTER (WHERE o.status IN ('confirmed', 'reserved', 'paid')) AS confirmed,
+           count(*) FILTER (WHERE o.status IN ('failed', 'cancelled', 'expired')
+             AND o.unit_return IS DISTINCT FROM 'done') AS failed,
+           count(*) FILTER (WHERE o.unit_return = 'pending') AS returns_pending,
+           count(*) FILTER (WHERE o.unit_return = 'done') AS returns_done
+         FROM orders o WHERE o.product_id = s.product_id AND o.round = s.round) c
+       WHERE s.product_id = $1`,
       [productId],
     )
     const s = r.rows[0]
-    return s && { ...s, confirmed: Number(s.confirmed), failed: Number(s.failed) }
+    if (!s) return undefined
+    return {
+      round: Number(s.round),
+      stock_total: Number(s.stock_total),
+      sold: Number(s.sold),
+      confirmed: Number(s.confirmed),
+      failed: Number(s.failed),
+      returned: Number(s.returned),
+      returns_pending: Number(s.returns_pending),
+      returns_done: Number(s.returns_done),
+    }
   }
 
   async sales(): Promise<{ product_id: string; per_user_limit: number; sold: number }[]> {
@@ -523,29 +540,83 @@ export class OrderStore {
     ).rows
   }
 
-  /** Payments of a round, users over the limit, and payments of orders that are not confirmed. */
+  /**
+   * Payments of a round, users over the limit, orders that should have one payment and do not,
+   * and payments of orders that should have none (global).
+   */
   async money(productId: string, round: number, perUserLimit: number) {
     const r = await this.db.query<{
       payments: string
       paid: string | null
+      payable: string
+      unpaid: string
       over_limit: string
       bad_payments: string
     }>(
       `SELECT
          (SELECT count(*) FROM payments pay JOIN orders o USING (order_id) WHERE o.product_id = $1 AND o.round = $2) AS payments,
          (SELECT sum(pay.amount_cents) FROM payments pay JOIN orders o USING (order_id) WHERE o.product_id = $1 AND o.round = $2) AS paid,
-         (SELECT count(*) FROM (SELECT user_id FROM orders WHERE product_id = $1 AND round = $2 AND status = 'confirmed'
-            GROUP BY user_id HAVING count(*) > $3) u) AS over_limit,
-         (SELECT count(*) FROM payments pay JOIN orders o USING (order_id) WHERE o.status <> 'confirmed') AS bad_payments`,
+         (SELECT count(*) FROM orders WHERE product_id = $1 AND round = $2 AND status IN ('confirmed', 'paid')) AS payable,
+         (SELECT count(*) FROM orders o WHERE o.product_id = $1 AND o.round = $2 AND o.status IN ('confirmed', 'paid')
+            AND NOT EXISTS (SELECT 1 FROM payments pay WHERE pay.order_id = o.order_id)) AS unpaid,
+         (SELECT count(*) FROM (SELECT user_id FROM orders WHERE product_id = $1 AND round = $2
+            AND status IN ('confirmed', 'reserved', 'paid') GROUP BY user_id HAVING count(*) > $3) u) AS over_limit,
+         (SELECT count(*) FROM payments pay JOIN orders o USING (order_id) WHERE o.status NOT IN ('confirmed', 'paid')) AS bad_payments`,
       [productId, round, perUserLimit],
     )
     const m = r.rows[0]!
     return {
       payments: Number(m.payments),
       paidCents: Number(m.paid ?? 0),
+      /** Orders that must have exactly one payment (confirmed, paid). */
+      payable: Number(m.payable),
+      /** Of those, the ones without a payment. */
+      unpaid: Number(m.unpaid),
       overLimit: Number(m.over_limit),
       badPayments: Number(m.bad_payments),
     }
+  }
+
+  /**
+   * The wallets' books: balance = funded − charged + refunded for every wallet, none below zero
+   * (a few of the wallets that drift are named).
+   */
+  async walletBooks(): Promise<{
+    wallets: number
+    drifting: string[]
+    driftCount: number
+    negative: number
+  }> {
+    const r = await this.db.query<{
+      wallets: string
+      drift: string
+      negative: string
+      examples: string[] | null
+    }>(
+      `SELECT count(*) AS wallets,
+         count(*) FILTER (WHERE balance_cents <> funded_cents - charged_cents + refunded_cents) AS drift,
+         count(*) FILTER (WHERE balance_cents < 0) AS negative,
+         (SELECT array_agg(x) FROM (SELECT user_id || ': balance ' || balance_cents || ' ≠ funded ' || funded_cents
+            || ' − charged ' || charged_cents || ' + refunded ' || refunded_cents || ' (cents)' AS x
+            FROM wallets WHERE balance_cents <> funded_cents - charged_cents + refunded_cents
+            ORDER BY user_id LIMIT 5) e) AS examples
+       FROM wallets`,
+    )
+    const row = r.rows[0]!
+    return {
+      wallets: Number(row.wallets),
+      driftCount: Number(row.drift),
+      drifting: row.examples ?? [],
+      negative: Number(row.negative),
+    }
+  }
+
+  /** Wallets below zero (flash_sale_wallet_balance_negative; never above 0 while the CHECK holds). */
+  async negativeWallets(): Promise<number> {
+    const r = await this.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM wallets WHERE balance_cents < 0',
+    )
+    return r.rows[0]?.n ?? 0
   }
 
   /** Every wallet's charges against every payment. */
