@@ -10,7 +10,8 @@ export async function orderRoutes(app: FastifyInstance, deps: AppDeps): Promise<
     const productId = productOfOrder(orderId)
     if (productId === undefined) throw new ApiError('UNKNOWN_ORDER', `no order ${orderId}`)
     const cached = await deps.store.orderStatus(productId, orderId).catch(() => undefined)
-    if (cached && cached.status !== 'reserved') {
+    // Reserved (not persisted yet, or held until pay_by) and failed (failure_reason) come from SQL.
+    if (cached && cached.status !== 'reserved' && cached.status !== 'failed') {
       return { order_id: orderId, status: cached.status, product_id: productId, user_id: cached.userId }
     }
     let row: Awaited<ReturnType<typeof deps.orders.order>>
