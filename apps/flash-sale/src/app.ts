@@ -9,6 +9,7 @@ import { paymentRoutes } from './routes/payments.js'
 import { productRoutes } from './routes/products.js'
 import { waitingRoomRoutes } from './routes/waiting-room.js'
 import { waitingRoomAdminRoutes } from './routes/waiting-room-admin.js'
+import { adminWalletRoutes, walletRoutes } from './routes/wallets.js'
 
 export interface App extends FastifyInstance {
   /** Readiness turns false; in-flight requests go on (server.ts closes after this). */
@@ -43,5 +44,7 @@ export async function buildApp(deps: AppDeps, opts: { logger?: boolean } = {}): 
   await app.register(adminRoutes, deps)
   await app.register(waitingRoomRoutes, deps)
   await app.register(waitingRoomAdminRoutes, deps)
+  await app.register(walletRoutes, deps)
+  await app.register(adminWalletRoutes, deps)
   return app
 }

@@ -67,7 +67,10 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   const redis = connectSaleRedis(config, 'flash-sale-serve')
   await whenReady(redis)
   const db = connectDb(config.databaseUrl, 20)
-  const orders = new OrderStore(db)
+  const orders = new OrderStore(db, {
+    defaultWalletCents: config.defaultWalletBalanceCents,
+    onCharge: (result, units) => metrics.payments.inc({ result }, units),
+  })
   const acks =
     config.strategy === 'lua' && config.durability === 'replica'
       ? new ReplicaAcks(ackRoute(redis, config), {
@@ -165,9 +168,14 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   const payments = new OrderPayments({
     db,
     store,
-    returns: new UnitReturns({ db, store, acks }),
+    returns: new UnitReturns({
+      db,
+      store,
+      acks,
+      onReturned: (product_id, reason, units) => metrics.unitsReturned.inc({ product_id, reason }, units),
+    }),
     defaultWalletBalanceCents: config.defaultWalletBalanceCents,
-    onCharge: (result) => metrics.holdPayments.inc({ result }),
+    onCharge: (result) => metrics.payments.inc({ result }),
     onExpired: (product_id, n) => metrics.ordersExpired.inc({ product_id }, n),
   })
   const deps: AppDeps = {

@@ -76,8 +76,7 @@ describe('hold sale: pay, cancel, expire, with the sweeper killed and stalled', 
       (r) => r.json.error?.code !== 'ORDER_PENDING',
       { what: `${action} of ${orderId} past ORDER_PENDING`, intervalMs: 50 },
     )
-  const rows = async <T,>(text: string, values: unknown[] = []) =>
-    (await db.query(text, values)).rows as T[]
+  const rows = async <T>(text: string, values: unknown[] = []) => (await db.query(text, values)).rows as T[]
   const statusCounts = async () =>
     Object.fromEntries(
       (
@@ -90,7 +89,9 @@ describe('hold sale: pay, cancel, expire, with the sweeper killed and stalled', 
 
   it('every unit ends paid or back in stock; each return once; the stalled sweeper is fenced out', async () => {
     // The first worker persists the orders and will be the first sweeper: killed mid-expiry.
-    const first = await ExtraWorker.start(fx.stack, 'w-first', { HOLD_SWEEP_TEST_PAUSE: 'before-return:8000' })
+    const first = await ExtraWorker.start(fx.stack, 'w-first', {
+      HOLD_SWEEP_TEST_PAUSE: 'before-return:8000',
+    })
     workers.push(first)
     const put = await call(
       'PUT',
@@ -105,7 +106,9 @@ describe('hold sale: pay, cancel, expire, with the sweeper killed and stalled', 
     const db0 = new pg.Pool({ connectionString: fx.stack.databaseUrl, max: 1 })
     await setBalance(db0, 'b61', 0, 100_00)
     await db0.end()
-    const bought = await Promise.all(users.map((u) => call('POST', '/v1/checkout', { product_id: PRODUCT, user_id: u })))
+    const bought = await Promise.all(
+      users.map((u) => call('POST', '/v1/checkout', { product_id: PRODUCT, user_id: u })),
+    )
     expect(bought.map((b) => b.status)).toEqual(Array(STOCK).fill(200))
     for (const b of bought) {
       expect(b.json.status).toBe('reserved')
@@ -117,14 +120,18 @@ describe('hold sale: pay, cancel, expire, with the sweeper killed and stalled', 
 
     const paid = await Promise.all(users.slice(0, 40).map((u, i) => actRecorded(order(i), 'pay', u)))
     expect(paid.map((p) => p.status)).toEqual(Array(40).fill(200))
-    const cancelled = await Promise.all(users.slice(40, 60).map((u, i) => actRecorded(order(40 + i), 'cancel', u)))
+    const cancelled = await Promise.all(
+      users.slice(40, 60).map((u, i) => actRecorded(order(40 + i), 'cancel', u)),
+    )
     expect(cancelled.map((c) => c.status)).toEqual(Array(20).fill(200))
     // Cancelled, then pay: not payable.
     const afterCancel = await act(order(40), 'pay', 'b40')
     expect(afterCancel.status).toBe(409)
     expect(afterCancel.json.error).toMatchObject({ code: 'ORDER_NOT_PAYABLE', status: 'cancelled' })
     // 20 pays of one order at once, over both instances (24 connections, round-robin).
-    await actRecorded(order(60), 'pay', 'nobody').then((r) => expect(r.json.error?.code).toBe('NOT_YOUR_ORDER'))
+    await actRecorded(order(60), 'pay', 'nobody').then((r) =>
+      expect(r.json.error?.code).toBe('NOT_YOUR_ORDER'),
+    )
     const twenty = await Promise.all(Array.from({ length: 20 }, () => act(order(60), 'pay', 'b60')))
     expect(twenty.map((t) => t.status)).toEqual(Array(20).fill(200))
     expect(new Set(twenty.map((t) => t.text)).size).toBe(1)
@@ -144,12 +151,17 @@ describe('hold sale: pay, cancel, expire, with the sweeper killed and stalled', 
     await first.kill()
     expect(Number(killedAt![1])).toBeGreaterThan(0)
     expect(
-      await rows('SELECT count(*)::int AS n FROM orders WHERE product_id = $1 AND unit_return = $2', [PRODUCT, 'pending']),
+      await rows('SELECT count(*)::int AS n FROM orders WHERE product_id = $1 AND unit_return = $2', [
+        PRODUCT,
+        'pending',
+      ]),
     ).toEqual([{ n: Number(killedAt![1]) }])
 
     // The next sweeper takes the lock once the dead one's TTL ran out, and stalls in its
     // transaction, before its fenced write: SIGSTOP it there, past the lock's TTL.
-    const stalled = await ExtraWorker.start(fx.stack, 'w-stalled', { HOLD_SWEEP_TEST_PAUSE: 'before-write:3000' })
+    const stalled = await ExtraWorker.start(fx.stack, 'w-stalled', {
+      HOLD_SWEEP_TEST_PAUSE: 'before-write:3000',
+    })
     workers.push(stalled)
     const paused = await eventually(
       async () => stalled.line(/fence (\d+) before-write/),
@@ -177,11 +189,10 @@ describe('hold sale: pay, cancel, expire, with the sweeper killed and stalled', 
     expect(stalled.line(new RegExp(`fence ${stalledFence} refused`))).toBeDefined()
 
     // Settled: nothing reserved, nothing pending.
-    const counts = await eventually(
-      statusCounts,
-      (c) => !c.reserved && (c.expired ?? 0) === 39,
-      { what: 'every unpaid order expired', timeoutMs: 30_000 },
-    )
+    const counts = await eventually(statusCounts, (c) => !c.reserved && (c.expired ?? 0) === 39, {
+      what: 'every unpaid order expired',
+      timeoutMs: 30_000,
+    })
     expect(counts).toEqual({ paid: 41, cancelled: 20, expired: 39 })
     await eventually(
       () => rows<{ n: number }>('SELECT count(*)::int AS n FROM orders WHERE unit_return = $1', ['pending']),
@@ -217,7 +228,10 @@ describe('hold sale: pay, cancel, expire, with the sweeper killed and stalled', 
     expect(await rows('SELECT count(*)::int AS n FROM wallets WHERE balance_cents < 0')).toEqual([{ n: 0 }])
 
     // A pay after pay_by, once the sweeper ran: not payable, expired; the poor buyer's too.
-    for (const [i, u] of [[70, 'b70'], [61, 'b61']] as const) {
+    for (const [i, u] of [
+      [70, 'b70'],
+      [61, 'b61'],
+    ] as const) {
       const late = await act(order(i), 'pay', u)
       expect(late.status).toBe(409)
       expect(late.json.error).toMatchObject({ code: 'ORDER_NOT_PAYABLE', status: 'expired' })

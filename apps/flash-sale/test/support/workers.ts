@@ -18,7 +18,11 @@ export class ExtraWorker {
     readonly env: Record<string, string>,
   ) {}
 
-  static async start(stack: LocalStack, name: string, env: Record<string, string> = {}): Promise<ExtraWorker> {
+  static async start(
+    stack: LocalStack,
+    name: string,
+    env: Record<string, string> = {},
+  ): Promise<ExtraWorker> {
     const port = await findFreePort()
     const w = new ExtraWorker(name, `http://127.0.0.1:${port}/metrics`, {
       ...stack.env,
