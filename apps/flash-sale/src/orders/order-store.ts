@@ -81,10 +81,11 @@ export class CheckoutTx {
     return (await this.c.query<SaleRow>(SALE_SQL, [productId])).rows[0]
   }
 
-  /** The user's confirmed orders of this round, newest first. */
+  /** The user's orders of this round that hold a unit (confirmed; held or paid in a hold sale), newest first. */
   async confirmedOrdersOf(productId: string, round: number, userId: string): Promise<string[]> {
     const r = await this.c.query<{ order_id: string }>(
-      `SELECT order_id FROM orders WHERE product_id = $1 AND round = $2 AND user_id = $3 AND status = 'confirmed'
+      `SELECT order_id FROM orders WHERE product_id = $1 AND round = $2 AND user_id = $3
+         AND status IN ('confirmed', 'reserved', 'paid')
        ORDER BY persisted_at DESC`,
       [productId, round, userId],
     )
