@@ -469,13 +469,22 @@ export class OrderStore {
     return r.rows[0]?.left
   }
 
-  async order(
-    orderId: string,
-  ): Promise<{ status: string; user_id: string; failure_reason: string | null } | undefined> {
-    const r = await this.db.query<{ status: string; user_id: string; failure_reason: string | null }>(
-      'SELECT status, user_id, failure_reason FROM orders WHERE order_id = $1',
-      [orderId],
-    )
+  /** An order as GET /v1/orders shows it: `pay_by` for a held order (hold sales), else null. */
+  async order(orderId: string): Promise<
+    | {
+        status: OrderStatus
+        user_id: string
+        failure_reason: string | null
+        pay_by: Date | null
+      }
+    | undefined
+  > {
+    const r = await this.db.query<{
+      status: OrderStatus
+      user_id: string
+      failure_reason: string | null
+      pay_by: Date | null
+    }>('SELECT status, user_id, failure_reason, pay_by FROM orders WHERE order_id = $1', [orderId])
     return r.rows[0]
   }
 

@@ -28,6 +28,7 @@ export async function orderRoutes(app: FastifyInstance, deps: AppDeps): Promise<
         product_id: productId,
         user_id: row.user_id,
         ...(row.failure_reason ? { failure_reason: row.failure_reason } : {}),
+        ...(row.pay_by ? { pay_by: row.pay_by.toISOString() } : {}),
       }
     }
     if (cached)
