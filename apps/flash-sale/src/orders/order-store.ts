@@ -181,9 +181,9 @@ export class OrderStore {
    *   the new orders in stream order. A unit SQL does not have fails `sold_out_in_sql` (Redis's
    *   count was too high after a failover); another round's event `stale_round`.
    * - Instant sales charge in the same transaction, with the guard (issue 16): the batch's wallet
-   *   rows are locked FOR UPDATE in user_id order (two workers' batches cannot deadlock), each
-   *   event is decided against the balance left by the events before it, then one UPDATE debits
-   *   and one INSERT records the payments. No balance is read in one transaction and written in
+   *   rows are created (new, with the default balance) or locked FOR UPDATE, in user_id order (two
+   *   workers' batches cannot deadlock), each event is decided against the balance left by the
+   *   events before it, then one upsert debits and one INSERT records the payments. No balance is read in one transaction and written in
    *   another: the row lock holds from the check to the commit. An order the wallet cannot pay
    *   fails `INSUFFICIENT_FUNDS` and does not take `sold`.
    * - Hold sales (sales.payment = 'hold'): the order is `reserved` until reserved_at +
