@@ -182,9 +182,9 @@ export class OrderStore {
    *   the new orders in stream order. A unit SQL does not have fails `sold_out_in_sql` (Redis's
    *   count was too high after a failover); another round's event `stale_round`.
    * - Instant sales charge in the same transaction, with the guard (issue 16): the batch's wallet
-   *   rows are locked FOR UPDATE in user_id order (two workers' batches cannot deadlock), each
-   *   event is decided against the balance left by the events before it, then one UPDATE debits
-   *   and one INSERT records the payments. No balance is read in one transaction and written in
+   *   rows are created (new, with the default balance) or locked FOR UPDATE, in user_id order (two
+   *   workers' batches cannot deadlock), each event is decided against the balance left by the
+   *   events before it, then one upsert debits and one INSERT records the payments. No balance is read in one transaction and written in
    *   another: the row lock holds from the check to the commit. An order the wallet cannot pay
    *   fails `INSUFFICIENT_FUNDS` and does not take `sold`.
    * - Hold sales (sales.payment = 'hold'): the order is `reserved` until reserved_at +
@@ -295,10 +295,14 @@ export class OrderStore {
           for (const [u, b] of read) balances.set(u, b)
         }
         let sold = sale?.sold ?? 0
+        // The units SQL still has go to the events in stream order, whether they can pay or not:
+        // an order refused for funds gives its unit back to Redis, so a later event cannot have
+        // it too (past the stock, Redis sold units that do not exist: sold_out_in_sql).
+        let slots = sold
         for (const e of list) {
           let d: Decision
           if (!sale || e.round !== sale.round) d = { kind: 'failed', reason: 'stale_round' }
-          else if (sold >= sale.stock_total) d = { kind: 'failed', reason: 'sold_out_in_sql' }
+          else if (slots++ >= sale.stock_total) d = { kind: 'failed', reason: 'sold_out_in_sql' }
           else if (hold) d = { kind: 'reserved', holdSeconds: sale.hold_seconds ?? 0 }
           else {
             const balance = balances.get(e.userId) ?? 0
@@ -359,12 +363,24 @@ export class OrderStore {
    */
   async #lockedBalances(c: Queryable, events: readonly OrderEvent[]): Promise<Map<string, number>> {
     const users = [...new Set(events.map((e) => e.userId))].sort()
-    await ensureWallets(c, users, this.defaultWalletCents)
-    const r = await c.query<{ user_id: string; balance_cents: string }>(
-      'SELECT user_id, balance_cents FROM wallets WHERE user_id = ANY($1) ORDER BY user_id FOR UPDATE',
-      [users],
+    // New wallets are this transaction's own until it commits (another inserting the same user
+    // waits on the unique index), so only the existing ones need the explicit lock.
+    const created = await c.query<{ user_id: string }>(
+      `INSERT INTO wallets (user_id, balance_cents, funded_cents)
+       SELECT u, $2, $2 FROM unnest($1::text[]) AS u ORDER BY u
+       ON CONFLICT (user_id) DO NOTHING RETURNING user_id`,
+      [users, this.defaultWalletCents],
     )
-    return new Map(r.rows.map((row) => [row.user_id, Number(row.balance_cents)]))
+    const balances = new Map(created.rows.map((row) => [row.user_id, this.defaultWalletCents]))
+    const existing = users.filter((u) => !balances.has(u))
+    if (existing.length > 0) {
+      const r = await c.query<{ user_id: string; balance_cents: string }>(
+        'SELECT user_id, balance_cents FROM wallets WHERE user_id = ANY($1) ORDER BY user_id FOR UPDATE',
+        [existing],
+      )
+      for (const row of r.rows) balances.set(row.user_id, Number(row.balance_cents))
+    }
+    return balances
   }
 
   /**
@@ -407,19 +423,22 @@ export class OrderStore {
       // was read before, without them, which is the defect.
       await c.query('SELECT 1 FROM wallets WHERE user_id = ANY($1) ORDER BY user_id FOR UPDATE', [users])
     }
+    // An upsert that always meets its row (created or locked above): ON CONFLICT goes through the
+    // primary key whatever the planner thinks of the table's size (an UPDATE … FROM unnest was
+    // planned as a scan of every wallet per batch).
     await c.query(
-      naiveLeft
-        ? `UPDATE wallets w SET balance_cents = x.b, charged_cents = w.charged_cents + x.a,
-             charges = w.charges + x.n, updated_at = now()
-           FROM unnest($1::text[], $2::bigint[], $3::int[], $4::bigint[]) AS x(u, a, n, b) WHERE w.user_id = x.u`
-        : `UPDATE wallets w SET balance_cents = w.balance_cents - x.a, charged_cents = w.charged_cents + x.a,
-             charges = w.charges + x.n, updated_at = now()
-           FROM unnest($1::text[], $2::bigint[], $3::int[]) AS x(u, a, n) WHERE w.user_id = x.u`,
+      `INSERT INTO wallets (user_id, balance_cents, charged_cents, charges)
+       SELECT * FROM unnest($1::text[], $4::bigint[], $2::bigint[], $3::int[]) ORDER BY 1
+       ON CONFLICT (user_id) DO UPDATE SET
+         balance_cents = ${naiveLeft ? 'EXCLUDED.balance_cents' : 'wallets.balance_cents - EXCLUDED.charged_cents'},
+         charged_cents = wallets.charged_cents + EXCLUDED.charged_cents,
+         charges = wallets.charges + EXCLUDED.charges, updated_at = now()`,
       [
         users,
         users.map((u) => perUser.get(u)!.cents),
         users.map((u) => perUser.get(u)!.n),
-        ...(naiveLeft ? [users.map((u) => naiveLeft.get(u) ?? 0)] : []),
+        // Naive: the balance it computed from its unlocked read. Guarded: unused (the row exists).
+        users.map((u) => naiveLeft?.get(u) ?? 0),
       ],
     )
     await c.query(
@@ -451,13 +470,22 @@ export class OrderStore {
     return r.rows[0]?.left
   }
 
-  async order(
-    orderId: string,
-  ): Promise<{ status: string; user_id: string; failure_reason: string | null } | undefined> {
-    const r = await this.db.query<{ status: string; user_id: string; failure_reason: string | null }>(
-      'SELECT status, user_id, failure_reason FROM orders WHERE order_id = $1',
-      [orderId],
-    )
+  /** An order as GET /v1/orders shows it: `pay_by` for a held order (hold sales), else null. */
+  async order(orderId: string): Promise<
+    | {
+        status: OrderStatus
+        user_id: string
+        failure_reason: string | null
+        pay_by: Date | null
+      }
+    | undefined
+  > {
+    const r = await this.db.query<{
+      status: OrderStatus
+      user_id: string
+      failure_reason: string | null
+      pay_by: Date | null
+    }>('SELECT status, user_id, failure_reason, pay_by FROM orders WHERE order_id = $1', [orderId])
     return r.rows[0]
   }
 

@@ -35,6 +35,7 @@ export async function orderRoutes(app: FastifyInstance, deps: AppDeps): Promise<
         ...(row.pay_by && row.status === 'reserved' ? { pay_by: row.pay_by.toISOString() } : {}),
         ...(row.ended_at ? { ended_at: row.ended_at.toISOString() } : {}),
         ...(row.failure_reason ? { failure_reason: row.failure_reason } : {}),
+        ...(row.pay_by ? { pay_by: row.pay_by.toISOString() } : {}),
       }
     }
     if (cached) {
