@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { setBalance } from '../../src/orders/wallets.js'
 import { saleKeys } from '../../src/redis/keys.js'
 import { eventually } from '../support/eventually.js'
+import { runReconcile } from '../support/money.js'
 import { useStack } from '../support/stack-fixture.js'
 import { adminRedis } from '../support/waiting-room.js'
 import { ExtraWorker } from '../support/workers.js'
@@ -271,6 +272,10 @@ describe('hold sale: pay, cancel, expire, with the sweeper killed and stalled', 
       expect(late.json.error).toMatchObject({ code: 'ORDER_NOT_PAYABLE', status: 'expired' })
       expect((await call('GET', `/v1/orders/${order(i)}`)).json).toMatchObject({ status: 'expired' })
     }
+    // The books balance (stock = sold + returned + remaining, one payment per paid order, …).
+    const books = await runReconcile(fx.stack)
+    expect(books.code, books.err + books.out).toBe(0)
+    expect(books.report.find((r) => r.product_id === PRODUCT)?.problems).toEqual([])
     // The units that came back sell again.
     const again = await call('POST', '/v1/checkout', { product_id: PRODUCT, user_id: 'late' })
     expect(again.status, again.text).toBe(200)
