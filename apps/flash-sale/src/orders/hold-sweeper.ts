@@ -183,11 +183,13 @@ export class HoldSweeper {
       }
       onSwept?.('error', productId)
       throw err
+    } finally {
+      await this.#countHolds(productId).catch(() => {})
     }
   }
 
   async #sweepLocked(productId: string, fence: number, signal: AbortSignal): Promise<void> {
-    const { db, returns, batchSize, maxBatches, testPause, onExpired, onHolds, log } = this.#o
+    const { db, returns, batchSize, maxBatches, testPause, onExpired, log } = this.#o
     for (let batch = 0; batch < maxBatches; batch++) {
       // Narrows the window only: a sweeper can stall right after this check, the fence below is
       // what keeps it from writing.
@@ -208,11 +210,17 @@ export class HoldSweeper {
     }
     // What a crash (or an unconfirmed return) left pending: idempotent, any sweeper may run it.
     await returns.resumePending(productId)
+  }
+
+  /** flash_sale_holds_active, from every worker whether it swept or not (no stale gauge). */
+  async #countHolds(productId: string): Promise<void> {
+    const { db, onHolds } = this.#o
+    if (!onHolds) return
     const active = await db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM orders WHERE product_id = $1 AND status = 'reserved'`,
       [productId],
     )
-    onHolds?.(productId, active.rows[0]?.n ?? 0)
+    onHolds(productId, active.rows[0]?.n ?? 0)
   }
 }
 
