@@ -2,8 +2,8 @@
 // a 3+3 Redis Cluster and PostgreSQL. 100 units held for a few seconds; buyers pay (one of them 20
 // times at once over both instances), cancel, run out of money, or never pay. During expiry the
 // sweeper that holds the sale's lock is killed with kill -9 (after it expired a batch, before the
-// units went back), the next is SIGSTOPped inside its transaction past the lock's TTL while a third
-// takes over, then resumed: its fenced write must be refused (its metric and its log say so). At
+// units went back), the next is SIGSTOPped just before its fenced write, past the lock's TTL, while
+// a third takes over, then resumed: its fenced write must be refused (its metric and log say so). At
 // the end every unit is paid or back in stock, each expired or cancelled order gave its unit back
 // exactly once, one payment per paid order.
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -193,8 +193,8 @@ describe('hold sale: pay, cancel, expire, with the sweeper killed and stalled', 
       ]),
     ).toEqual([{ n: Number(killedAt![1]) }])
 
-    // The next sweeper takes the lock once the dead one's TTL ran out, and stalls in its
-    // transaction, before its fenced write: SIGSTOP it there, past the lock's TTL.
+    // The next sweeper takes the lock once the dead one's TTL ran out, and stalls holding it, just
+    // before its fenced write: SIGSTOP it there, past the lock's TTL.
     const stalled = await ExtraWorker.start(fx.stack, 'w-stalled', {
       HOLD_SWEEP_TEST_PAUSE: 'before-write:3000',
     })
@@ -203,7 +203,7 @@ describe('hold sale: pay, cancel, expire, with the sweeper killed and stalled', 
     const paused = await eventually(
       async () => stalled.line(/fence (\d+) before-write/),
       (m) => m !== undefined,
-      { what: 'the second sweeper in its transaction', intervalMs: 10 },
+      { what: 'the second sweeper about to write', intervalMs: 10 },
     )
     stalled.signal('SIGSTOP')
     const stalledFence = BigInt(paused![1]!)
