@@ -268,6 +268,9 @@ export async function orderDetails(
 }
 
 async function lockOrder(c: pg.PoolClient, orderId: string): Promise<OrderRow | undefined> {
+  // A service instance stalled in the middle of a pay holds the order's row (and maybe the
+  // sale's): PostgreSQL ends the session after 10 s idle in the transaction, and rolls it back.
+  await c.query(`SELECT set_config('idle_in_transaction_session_timeout', '10000', true)`)
   return (await c.query<OrderRow>(LOCK_ORDER, [orderId])).rows[0]
 }
 
