@@ -170,6 +170,7 @@ describe('hold sales: admin, reserved answers, pay, cancel, expiry', () => {
     expect(at + 600_000).toBe(payBy)
     // Redis knows it, SQL not yet: GET shows it reserved with its pay_by, pay says "retry".
     expect(await getOrder(body.order_id)).toMatchObject({ status: 'reserved', pay_by: body.pay_by })
+    expect((await act(body.order_id, 'pay', 'u2')).json().error.code).toBe('NOT_YOUR_ORDER')
     const pending = await act(body.order_id, 'pay', 'u1')
     expect(pending.statusCode).toBe(409)
     expect(pending.json().error.code).toBe('ORDER_PENDING')
