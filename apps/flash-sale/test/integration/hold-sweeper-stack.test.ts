@@ -143,7 +143,13 @@ describe('hold sale: pay, cancel, expire, with the sweeper killed and stalled', 
       if (i < 40) return actRecorded(b.json.order_id, 'pay', u)
       if (i < 60) return actRecorded(b.json.order_id, 'cancel', u)
       if (i === 60) {
-        const other = await actRecorded(b.json.order_id, 'pay', 'nobody')
+        // Recorded by the worker first, so that the 20 race for the row, not for ORDER_PENDING.
+        await eventually(
+          () => rows('SELECT 1 FROM orders WHERE order_id = $1', [b.json.order_id]),
+          (r) => r.length === 1,
+          { what: `order ${b.json.order_id} recorded`, intervalMs: 50 },
+        )
+        const other = await act(b.json.order_id, 'pay', 'nobody')
         expect(other.json.error?.code).toBe('NOT_YOUR_ORDER')
         // 20 pays of one order at once, over both instances (24 connections, round-robin).
         const twenty = await Promise.all(Array.from({ length: 20 }, () => act(b.json.order_id, 'pay', u)))
