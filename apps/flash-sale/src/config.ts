@@ -82,6 +82,14 @@ export interface ServiceConfig {
    * users can set it instead of a preStop sleep. @defaultValue 0
    */
   drainDelayMs: number
+  /**
+   * The balance, in cents, of a user who has no wallet yet (DEFAULT_WALLET_BALANCE, in currency
+   * units: `150.00`). 0 in production: a user pays with what was put in the wallet
+   * (PUT /admin/wallets/:user_id). `flash-sale-lab up`, the demo and the tests set 1000.00 (20
+   * units at the lab's default price of 49.99; LAB_WALLET_BALANCE in the lab's local stack).
+   * @defaultValue 0
+   */
+  defaultWalletBalanceCents: number
 }
 
 export const DEFAULT_CONFIG = Object.freeze({
@@ -100,6 +108,7 @@ export const DEFAULT_CONFIG = Object.freeze({
   drainTimeoutMs: 10_000,
   drainDelayMs: 0,
   queueName: 'flash-sale.orders',
+  defaultWalletBalanceCents: 0,
 } as const)
 
 export class ConfigError extends ServiceError {
@@ -173,7 +182,7 @@ function readRedisTls(
  * Variables: STRATEGY, DURABILITY, WAIT_TIMEOUT_MS, REDIS_CLUSTER_NODES | REDIS_URL, REDLOCK_NODES,
  * REDIS_USERNAME, REDIS_PASSWORD, REDIS_TLS, REDIS_TLS_CA_FILE, REDIS_TLS_CERT_FILE, REDIS_TLS_KEY_FILE, DATABASE_URL, QUEUE_URL, QUEUE_NAME, ADMIN_TOKEN, HOST, PORT, WORKER_PORT,
  * MAX_INFLIGHT, MAX_EVENT_LOOP_DELAY_MS, LOCAL_ANSWERS, LOCK_WAIT_MS, CLAIM_IDLE_MS, MAX_DELIVERIES, DRAIN_TIMEOUT_MS,
- * DRAIN_DELAY_MS, WAITING_ROOM_SECRET.
+ * DRAIN_DELAY_MS, WAITING_ROOM_SECRET, DEFAULT_WALLET_BALANCE.
  */
 export function loadConfig(env: Env = process.env, overrides: Env = {}): ServiceConfig {
   const get = (name: string) => {
@@ -190,6 +199,19 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Service
       return fallback
     }
     return n
+  }
+  /** Currency units with at most 2 decimals (`150`, `150.5`, `150.00`) → integer cents. */
+  const money = (name: string, fallbackCents: number) => {
+    const raw = get(name)
+    if (raw === undefined) return fallbackCents
+    if (!/^\d{1,10}(\.\d{1,2})?$/.test(raw)) {
+      problems.push(
+        `${name}=${raw}: expected an amount in currency units, e.g. 150.00 (at most 2 decimals, not negative)`,
+      )
+      return fallbackCents
+    }
+    const [whole, frac = ''] = raw.split('.')
+    return Number(whole) * 100 + Number(frac.padEnd(2, '0'))
   }
   const oneOf = <T extends string>(name: string, allowed: readonly T[], fallback: T): T => {
     const raw = get(name)
@@ -277,6 +299,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Service
     maxDeliveries: int('MAX_DELIVERIES', DEFAULT_CONFIG.maxDeliveries, 1, 1000),
     drainTimeoutMs: int('DRAIN_TIMEOUT_MS', DEFAULT_CONFIG.drainTimeoutMs, 0, 600_000),
     drainDelayMs: int('DRAIN_DELAY_MS', DEFAULT_CONFIG.drainDelayMs, 0, 600_000),
+    defaultWalletBalanceCents: money('DEFAULT_WALLET_BALANCE', DEFAULT_CONFIG.defaultWalletBalanceCents),
   }
   if (problems.length > 0) throw new ConfigError(problems)
   return config

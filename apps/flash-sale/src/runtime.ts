@@ -6,6 +6,8 @@ import { connectDb, type Db } from './db/database.js'
 import { bridgeKunciMetrics } from './metrics/kunci-bridge.js'
 import { createServiceMetrics, type ServiceMetrics } from './metrics/service-metrics.js'
 import { OrderStore } from './orders/order-store.js'
+import { OrderPayments } from './orders/payments.js'
+import { UnitReturns } from './orders/unit-returns.js'
 import {
   ackRoute,
   connectLockNodes,
@@ -65,7 +67,10 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   const redis = connectSaleRedis(config, 'flash-sale-serve')
   await whenReady(redis)
   const db = connectDb(config.databaseUrl, 20)
-  const orders = new OrderStore(db)
+  const orders = new OrderStore(db, {
+    defaultWalletCents: config.defaultWalletBalanceCents,
+    onCharge: (result, units) => metrics.payments.inc({ result }, units),
+  })
   const acks =
     config.strategy === 'lua' && config.durability === 'replica'
       ? new ReplicaAcks(ackRoute(redis, config), {
@@ -159,11 +164,26 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
     const reasons = (await Promise.all([redisDown, sqlDown])).filter((r) => r !== undefined)
     return reasons.length === 0 ? undefined : reasons.join('; ')
   }, 'readiness check failed')
+  // Pay and cancel of held orders; a cancel's unit goes back through the one return path.
+  const payments = new OrderPayments({
+    db,
+    store,
+    returns: new UnitReturns({
+      db,
+      store,
+      acks,
+      onReturned: (product_id, reason, units) => metrics.unitsReturned.inc({ product_id, reason }, units),
+    }),
+    defaultWalletBalanceCents: config.defaultWalletBalanceCents,
+    onCharge: (result) => metrics.payments.inc({ result }),
+    onExpired: (product_id, n) => metrics.ordersExpired.inc({ product_id }, n),
+  })
   const deps: AppDeps = {
     strategy,
     store,
     db,
     orders,
+    payments,
     catalog,
     registry,
     metrics,

@@ -129,9 +129,59 @@ export function createServiceMetrics(registry: Registry) {
       help: 'Wallet charges written (at most one per order)',
       registers,
     }),
+    /** Issue 16: money and returned units. */
+    unitsReturned: new Counter({
+      name: 'flash_sale_units_returned_total',
+      help: 'Units given back to a sale in Redis (each order at most once), by why: INSUFFICIENT_FUNDS, duplicate_unit, cancelled, expired',
+      labelNames: ['product_id', 'reason'] as const,
+      registers,
+    }),
+    payments: new Counter({
+      name: 'flash_sale_payments_total',
+      help: 'Charges of orders by result: charged, insufficient_funds (refused, nothing taken), already_charged (a repeat)',
+      labelNames: ['result'] as const,
+      registers,
+    }),
+    walletBalanceNegative: new Gauge({
+      name: 'flash_sale_wallet_balance_negative',
+      help: 'Wallets whose balance is below zero, as last counted (the CHECK forbids it: never above 0)',
+      registers,
+    }),
     drift: new Gauge({
       name: 'flash_sale_reconcile_drift',
-      help: 'Reservations in Redis minus orders settled in SQL, once the queue is drained (should be 0)',
+      help: 'Units unaccounted for once the queue is drained: stock − sold − remaining − returns pending − dead letters (should be 0)',
+      labelNames: ['product_id'] as const,
+      registers,
+    }),
+    /** Hold sales (issue 16): pay and cancel, and the expiry sweeper (orders/hold-sweeper.ts). */
+    orderActions: new Counter({
+      name: 'flash_sale_order_actions_total',
+      help: 'Answers of POST /v1/orders/:id/pay and /cancel, by action and outcome (the order status, or the error code)',
+      labelNames: ['action', 'outcome'] as const,
+      registers,
+    }),
+    ordersExpired: new Counter({
+      name: 'flash_sale_orders_expired_total',
+      help: 'Held orders that were not paid by pay_by and expired (their unit goes back to the sale)',
+      labelNames: ['product_id'] as const,
+      registers,
+    }),
+    holdsActive: new Gauge({
+      name: 'flash_sale_holds_active',
+      help: 'Orders reserved and waiting for their payment, as the last sweep of the sale counted them',
+      labelNames: ['product_id'] as const,
+      aggregator: 'max',
+      registers,
+    }),
+    holdSweeps: new Counter({
+      name: 'flash_sale_hold_sweeps_total',
+      help: "Expiry sweeps of a hold sale by outcome: swept (this process held the sale's lock), busy (another process held it), fenced_out (a newer lock holder had written: this one wrote nothing), unavailable, error",
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+    holdSweepFencedOut: new Counter({
+      name: 'flash_sale_hold_sweep_fenced_writes_refused_total',
+      help: "Sweeper transactions refused by the sale's fence: this sweeper had lost its lock (stalled past its TTL) and a newer holder had written; nothing was written",
       labelNames: ['product_id'] as const,
       registers,
     }),
@@ -142,6 +192,10 @@ export function createServiceMetrics(registry: Registry) {
   for (const outcome of ['acked', 'timeout', 'no_replica', 'error']) metrics.replicaAcks.inc({ outcome }, 0)
   for (const code of ['SOLD_OUT', 'ALREADY_PURCHASED', 'SALE_ENDED']) metrics.localAnswers.inc({ code }, 0)
   for (const kind of ['sold-out', 'epoch']) metrics.saleNotifications.inc({ kind }, 0)
+  for (const outcome of ['swept', 'busy', 'fenced_out', 'unavailable', 'error'])
+    metrics.holdSweeps.inc({ outcome }, 0)
+  for (const result of ['charged', 'insufficient_funds', 'already_charged'])
+    metrics.payments.inc({ result }, 0)
   return metrics
 }
 
@@ -150,8 +204,11 @@ export function initSaleSeries(metrics: ServiceMetrics, productId: string): void
   const product_id = productId
   metrics.ordersPersisted.inc({ product_id }, 0)
   metrics.deadLetters.inc({ product_id }, 0)
-  for (const reason of ['stale_round', 'sold_out_in_sql', 'duplicate_unit']) {
+  for (const reason of ['stale_round', 'sold_out_in_sql', 'duplicate_unit', 'INSUFFICIENT_FUNDS']) {
     metrics.ordersFailed.inc({ product_id, reason }, 0)
+  }
+  for (const reason of ['INSUFFICIENT_FUNDS', 'duplicate_unit', 'cancelled', 'expired']) {
+    metrics.unitsReturned.inc({ product_id, reason }, 0)
   }
 }
 

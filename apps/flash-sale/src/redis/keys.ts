@@ -5,7 +5,10 @@
 export function saleKeys(productId: string) {
   const tag = `{sale:${productId}}`
   return {
-    /** Hash: round, stock_total, price_cents, starts_at_ms, ends_at_ms, per_user_limit. */
+    /**
+     * Hash: round, stock_total, price_cents, starts_at_ms, ends_at_ms, per_user_limit, payment
+     * ('instant' | 'hold'), hold_seconds, epoch.
+     */
     meta: `${tag}:meta`,
     /** Integer: units not yet reserved. */
     stock: `${tag}:stock`,
@@ -17,6 +20,11 @@ export function saleKeys(productId: string) {
     status: `${tag}:status`,
     /** Stream of order events, consumed by the workers' group (the outbox). */
     orders: `${tag}:orders`,
+    /**
+     * Hash: order id → why its unit went back to the sale (return-units.lua): each order gives its
+     * unit back once. Dropped with the round (preload.lua).
+     */
+    returned: `${tag}:returned`,
     /** Stream of events that kept failing, with the reason. */
     dead: `${tag}:dead`,
     /** String written before a WAIT round on the sale's node (redis/replica-acks.ts); expires. */

@@ -17,6 +17,14 @@ export const HTTP_STATUS = Object.freeze({
   UNKNOWN_PRODUCT: 404,
   UNKNOWN_ORDER: 404,
   NO_WAITING_ROOM: 404,
+  /** Pay/cancel of an order of another user. */
+  NOT_YOUR_ORDER: 403,
+  /** The wallet does not cover the price (redlock checkout; pay of a held order). */
+  INSUFFICIENT_FUNDS: 402,
+  /** Pay/cancel of an order that is no longer reserved (cancelled, expired, failed). */
+  ORDER_NOT_PAYABLE: 409,
+  /** Pay/cancel of an order the worker has not recorded yet: retry in a moment. */
+  ORDER_PENDING: 409,
   SOLD_OUT: 409,
   ALREADY_PURCHASED: 409,
   SALE_NOT_STARTED: 409,

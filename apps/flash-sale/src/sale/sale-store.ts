@@ -1,4 +1,5 @@
 import { Script } from 'kunci'
+import type { PaymentMode, ReturnReason } from '../domain/order-states.js'
 import { isReserveCode, type ReserveCode } from '../domain/refusals.js'
 import { ServiceError } from '../errors.js'
 import type { RedisClient } from '../redis/connect.js'
@@ -15,6 +16,7 @@ const RESERVE = script('reserve')
 const REFUSE = script('refuse')
 const PRELOAD = script('preload')
 const RESTOCK = script('restock')
+const RETURN_UNITS = script('return-units')
 
 /** A sale as the admin defines it (amounts in cents, times in ms since the epoch, 0 = none). */
 export interface SaleDefinition {
@@ -25,6 +27,24 @@ export interface SaleDefinition {
   startsAtMs: number
   endsAtMs: number
   perUserLimit: number
+  /** How orders are paid (domain/order-states.ts). @defaultValue 'instant' */
+  payment?: PaymentMode
+  /** hold: seconds a reserved order waits for its payment. */
+  holdSeconds?: number
+}
+
+/** One order whose unit goes back to the sale (return-units.lua). */
+export interface UnitReturn {
+  orderId: string
+  userId: string
+  reason: ReturnReason
+}
+
+/** return-units.lua's answer: `returned` (now), `before` (by an earlier call), `stale` (another round). */
+export interface UnitReturnReply {
+  epoch: number
+  stock: number
+  outcomes: ('returned' | 'before' | 'stale')[]
 }
 
 /** reserve.lua's answer for one checkout; ROOM_CHECK: not run, the waiting room must gate it first. */
@@ -40,6 +60,12 @@ export interface ReserveReply {
   replayed: boolean
   /** With replica acknowledgements: whether a replica was shown to hold the reservation. */
   replicated: boolean
+  /**
+   * Hold sales: when a fresh reservation must be paid by (Redis server time of the reservation +
+   * hold_seconds, ms since the epoch); the worker writes the same pay_by in SQL. Undefined for
+   * instant sales and for replays (SaleStore.payBy reads a replay's from its status).
+   */
+  payByMs?: number
 }
 
 export interface ReserveInput {
@@ -115,6 +141,8 @@ const READ_DEADLINE_MS = 2_000
  * ~10 µs), so a batch is cut into calls of at most this many.
  */
 const MAX_PER_CALL = 100
+/** reserve.lua's reply starts with epoch, remaining, room generation, server time, hold_seconds. */
+const HEADER = 5
 
 export interface SaleStoreOptions {
   /**
@@ -186,7 +214,7 @@ export class SaleStore {
     const k = saleKeys(sale.productId)
     const epoch = await PRELOAD.run(
       this.client,
-      [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders],
+      [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders, k.returned],
       [
         sale.round,
         sale.stockTotal,
@@ -196,6 +224,8 @@ export class SaleStore {
         sale.perUserLimit,
         WORKER_GROUP,
         k.events,
+        sale.payment ?? 'instant',
+        sale.holdSeconds ?? 0,
       ],
     )
     await this.client.sadd(SALES_REGISTRY_KEY, sale.productId)
@@ -215,6 +245,35 @@ export class SaleStore {
       number,
     ]
     return reply[0] < 0 ? undefined : { epoch: Number(reply[0]), stock: Number(reply[1]) }
+  }
+
+  /**
+   * Gives the units of `orders` (all of one sale's `round`) back to the sale, each at most once
+   * however often this is called (return-units.lua). If any came back, the sale's epoch grows and
+   * every instance hears of it. The caller decides how durable it must be: the reply says what
+   * the master did; with replica acknowledgements, confirm(saleKeys(id).ackMark) before treating
+   * the return as done (a return lost in a failover is simply run again: it is idempotent).
+   */
+  async returnUnits(
+    productId: string,
+    round: number,
+    orders: readonly UnitReturn[],
+  ): Promise<UnitReturnReply> {
+    const k = saleKeys(productId)
+    const args: (string | number)[] = [k.events, round]
+    for (const o of orders) args.push(o.orderId, o.userId, o.reason)
+    const raw = await withTimeout(
+      RETURN_UNITS.run(this.client, [k.meta, k.stock, k.buyers, k.status, k.returned], args),
+      READ_DEADLINE_MS,
+    )
+    if (!Array.isArray(raw) || raw.length !== orders.length + 2)
+      throw new UnexpectedScriptReplyError('return-units', raw)
+    const codes = raw.slice(2).map(Number)
+    return {
+      epoch: Number(raw[0]),
+      stock: Number(raw[1]),
+      outcomes: codes.map((c) => (c === 1 ? 'returned' : c === 0 ? 'before' : 'stale')),
+    }
   }
 
   /**
@@ -266,16 +325,18 @@ export class SaleStore {
         args.push(input.userId, input.orderId, input.idempotencyKey ?? '', input.roomGen)
       this.#onBatch?.('reserve', chunk.length)
       const raw = await RESERVE.run(this.client, keys, args)
-      if (!Array.isArray(raw) || raw.length !== 3 + chunk.length * 3)
+      if (!Array.isArray(raw) || raw.length !== HEADER + chunk.length * 3)
         throw new UnexpectedScriptReplyError('reserve', raw)
       const epoch = Number(raw[0])
       // Epoch 0: no such sale. Only sales that exist are watched (made-up ids must not grow it).
       if (epoch > 0) this.#watch?.record(productId, true)
       const remaining = Number(raw[1])
       const roomGen = String(raw[2])
+      const holdSeconds = Number(raw[4])
+      const payByMs = holdSeconds > 0 ? Number(raw[3]) + holdSeconds * 1_000 : undefined
       for (const [i, item] of chunk.entries()) {
-        const code = raw[3 + i * 3]
-        const detail = String(raw[4 + i * 3])
+        const code = raw[HEADER + i * 3]
+        const detail = String(raw[HEADER + 1 + i * 3])
         if (code === 'ERROR') {
           item.reject(new ReservationScriptError(productId, detail))
           continue
@@ -290,9 +351,10 @@ export class SaleStore {
           remaining,
           epoch,
           roomGen,
-          replayed: Number(raw[5 + i * 3]) === 1,
+          replayed: Number(raw[HEADER + 2 + i * 3]) === 1,
           replicated: false,
         }
+        if (payByMs !== undefined && code === 'RESERVED' && !reply.replayed) reply.payByMs = payByMs
         if (code === 'RESERVED' && this.#acks) reserved.push([item, reply])
         else item.resolve(reply)
       }
@@ -435,12 +497,34 @@ export class SaleStore {
     return { remaining: remaining === null ? undefined : Number(remaining), deadLettered }
   }
 
-  /** `reserved|<user>|<round>` → its parts; undefined if Redis does not know the order. */
+  /**
+   * `<status>|<user>|<round>[|<reserved_at ms>]` → its parts; undefined if Redis does not know the
+   * order. (Statuses written before reservations carried their time have no reservedAtMs.)
+   */
   async orderStatus(productId: string, orderId: string) {
     const v = await withTimeout(this.client.hget(saleKeys(productId).status, orderId), READ_DEADLINE_MS)
     if (v === null) return undefined
-    const [status = '', userId = '', round = '0'] = v.split('|')
-    return { status, userId, round: Number(round) }
+    const [status = '', userId = '', round = '0', at] = v.split('|')
+    return { status, userId, round: Number(round), reservedAtMs: at ? Number(at) : undefined }
+  }
+
+  /**
+   * A hold sale's pay_by for a reservation answered again (a replay): its reservation time in
+   * the status hash + the sale's hold_seconds. Undefined for an instant sale, or when Redis no
+   * longer knows the order's time.
+   */
+  async payBy(productId: string, orderId: string): Promise<number | undefined> {
+    const k = saleKeys(productId)
+    const r = await withTimeout(
+      this.client.pipeline().hmget(k.meta, 'payment', 'hold_seconds').hget(k.status, orderId).exec(),
+      READ_DEADLINE_MS,
+    )
+    const [metaR, statusR] = r ?? []
+    if (metaR?.[0] || statusR?.[0]) throw metaR?.[0] ?? statusR?.[0]
+    const [payment, hold] = (metaR?.[1] ?? []) as (string | null)[]
+    if (payment !== 'hold') return undefined
+    const at = String(statusR?.[1] ?? '').split('|')[3]
+    return at ? Number(at) + Number(hold ?? 0) * 1_000 : undefined
   }
 
   async saleIds(): Promise<string[]> {

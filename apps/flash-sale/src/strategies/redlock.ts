@@ -11,6 +11,7 @@ import {
   unavailable,
 } from '../domain/refusals.js'
 import type { CheckoutTx, OrderStore } from '../orders/order-store.js'
+import { reserveHeldOrder } from '../orders/payments.js'
 import type {
   CheckoutOutcome,
   CheckoutRequest,
@@ -28,8 +29,11 @@ const refuse = (r: Refusal): never => {
  * The source articles' first remedy: one Redlock lock per product over 5 independent Redis
  * nodes; inside it the stock is read and decremented in SQL and the order, payment and wallet
  * charge are written in the same transaction, guarded by the lock's fencing token (a holder that
- * stalled past its TTL cannot write: its UPDATE matches no row). Contention past `lockWaitMs` →
- * BUSY; no quorum of lock nodes → UNAVAILABLE; SQL down → UNAVAILABLE.
+ * stalled past its TTL cannot write: its UPDATE matches no row). The charge is the guarded one
+ * (orders/wallets.ts): a wallet that does not cover the price → INSUFFICIENT_FUNDS (402) and the
+ * transaction rolls back, unit included. The product lock does not protect the wallet (a user
+ * buys two products under two locks at once): the guard in SQL does. Contention past
+ * `lockWaitMs` → BUSY; no quorum of lock nodes → UNAVAILABLE; SQL down → UNAVAILABLE.
  */
 export class RedlockStrategy implements CheckoutStrategy {
   readonly name = 'redlock' as const
@@ -105,6 +109,10 @@ export class RedlockStrategy implements CheckoutStrategy {
       if (held.userId !== req.userId) refuse(saleRefusal('IDEMPOTENCY_KEY_REUSED', req.productId))
       const answer = held.answer
       if (answer?.ok) return { orderId: answer.order_id, status: 'confirmed', replayed: true }
+      // The wallet did not cover the price: the same answer, not a second attempt (a top-up in
+      // between does not turn a stored refusal into a sale; a new key does).
+      if (answer && !answer.ok && answer.code === 'INSUFFICIENT_FUNDS')
+        refuse({ code: 'INSUFFICIENT_FUNDS', message: answer.message })
       if (answer && isReserveCode(answer.code) && answer.code !== 'RESERVED') {
         const orderId = answer.details.order_id
         refuse(saleRefusal(answer.code, req.productId, typeof orderId === 'string' ? orderId : undefined))
@@ -116,8 +124,9 @@ export class RedlockStrategy implements CheckoutStrategy {
 
   async #checkout(req: CheckoutRequest): Promise<CheckoutResult> {
     const { productId, userId } = req
-    // Outside the lock, answers that cannot change back: sold out (sold only grows within a
-    // round) and unknown product. They keep the lock for the checkouts that can still win.
+    // Outside the lock, answers true when read: sold out (only a cancelled or expired hold can
+    // give a unit back, and the next checkout sees it) and unknown product. They keep the lock
+    // for the checkouts that can still win.
     const before = await this.orders.sale(productId)
     if (before === undefined) refuse(saleRefusal('UNKNOWN_PRODUCT', productId))
     if (before!.sold >= before!.stock_total) refuse(saleRefusal('SOLD_OUT', productId))
@@ -144,7 +153,7 @@ export class RedlockStrategy implements CheckoutStrategy {
  * row. Exported for the test that replays exactly that interleaving.
  */
 export async function sellOne(
-  tx: Pick<CheckoutTx, 'sale' | 'confirmedOrdersOf' | 'fenced' | 'confirm'>,
+  tx: Pick<CheckoutTx, 'c' | 'sale' | 'confirmedOrdersOf' | 'fenced' | 'confirm'>,
   productId: string,
   userId: string,
   fence: number,
@@ -167,16 +176,20 @@ export async function sellOne(
   // stalled past its lock (or raced a holder that did). Nothing is written; the client retries.
   if (!written) refuse(busy('the product lock was lost before the write (fenced out)'))
   const orderId = newOrderId(productId)
-  await tx.confirm({
+  const order = {
     orderId,
     productId,
     round: sale.round,
     userId,
     unitNo: mine.length + 1,
     priceCents: Number(sale.price_cents),
-    strategy: 'redlock',
-  })
-  return { orderId, status: 'confirmed', remaining: sale.stock_total - sale.sold - 1, replayed: false }
+  }
+  const remaining = sale.stock_total - sale.sold - 1
+  // A hold sale: reserved until pay_by, paid later (POST /v1/orders/:id/pay), not charged now.
+  const payBy = await reserveHeldOrder(tx.c, order)
+  if (payBy) return { orderId, status: 'reserved', remaining, replayed: false, payByMs: payBy.getTime() }
+  await tx.confirm({ ...order, strategy: 'redlock' })
+  return { orderId, status: 'confirmed', remaining, replayed: false }
 }
 
 /** What went wrong, as the domain answers it; anything not foreseen is a bug and is rethrown. */

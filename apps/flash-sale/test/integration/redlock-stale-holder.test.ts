@@ -31,6 +31,7 @@ afterAll(async () => {
 /** A transaction whose fenced write waits for `gate`: it has read the row, then stalls. */
 function stalledAtWrite(tx: CheckoutTx, gate: Promise<void>, reached: () => void) {
   return {
+    c: tx.c,
     sale: (p: string) => tx.sale(p),
     confirmedOrdersOf: (p: string, r: number, u: string) => tx.confirmedOrdersOf(p, r, u),
     confirm: (o: Parameters<CheckoutTx['confirm']>[0]) => tx.confirm(o),

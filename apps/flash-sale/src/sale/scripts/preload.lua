@@ -5,13 +5,16 @@
 -- never reset), and every instance is told: whatever it answered from memory is void.
 --
 -- KEYS[1] meta  KEYS[2] stock  KEYS[3] buyers  KEYS[4] idem  KEYS[5] status  KEYS[6] orders (stream)
+-- KEYS[7] returned (the round's returned units)
 -- ARGV[1] round  ARGV[2] stock_total  ARGV[3] price_cents  ARGV[4] starts_at_ms (0 = now)
 -- ARGV[5] ends_at_ms (0 = open-ended)  ARGV[6] per_user_limit  ARGV[7] worker group name
 -- ARGV[8] the sale's notification channel (sharded pub/sub)
+-- ARGV[9] payment ('instant' | 'hold')  ARGV[10] hold_seconds (0 for instant)
 -- Returns the new epoch.
-redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[7])
 redis.call('HSET', KEYS[1], 'round', ARGV[1], 'stock_total', ARGV[2], 'price_cents', ARGV[3],
-  'starts_at_ms', ARGV[4], 'ends_at_ms', ARGV[5], 'per_user_limit', ARGV[6])
+  'starts_at_ms', ARGV[4], 'ends_at_ms', ARGV[5], 'per_user_limit', ARGV[6],
+  'payment', ARGV[9], 'hold_seconds', ARGV[10])
 local epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
 redis.call('SET', KEYS[2], ARGV[2])
 -- From '0': a group created late must still see every event already in the stream.
