@@ -27,7 +27,9 @@
  * Each stack (Redis Cluster 3+3, SQL on a fresh PostgreSQL database, service, worker; the 5 lock
  * nodes for redlock) runs in its own host process; the load generator is this process.
  */
+import { resolve } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import type { StackOptions } from '@kunci/flash-sale-lab'
 import { findFreePort } from '@kunci/topology'
@@ -82,8 +84,9 @@ Options:
   --no-open            skip the open-loop (latency at half the maximum rate) part
   --postgres URL       PostgreSQL server; a fresh database per stack is created and dropped
                        (default ${DEFAULT_POSTGRES_URL})
-  --profile DIR        node --cpu-prof the service processes of the soldout target (written
-                       to DIR when the stacks stop); summarize with bench/checkout/profile-summary.ts
+  --profile DIR        node --cpu-prof the service and worker processes of soldout and
+                       lua-replica (written to DIR/<target>/ when the stacks stop); summarize
+                       with npx tsx bench/checkout/profile-summary.ts DIR/<target>
   --help               this text
 `
 
@@ -155,7 +158,7 @@ function parseCli(): Cli | undefined {
     targets,
     open: !values['no-open'],
     postgres: values.postgres,
-    profileDir: values.profile,
+    profileDir: values.profile === undefined ? undefined : resolve(values.profile),
   }
 }
 
@@ -191,8 +194,12 @@ function stackOptions(
   const redlock = target === 'redlock'
   const env: Record<string, string> = {}
   if (target === 'soldout-nolocal') env.LOCAL_ANSWERS = 'false'
-  // The worker gets the stack's env too; its profile is written beside the service's.
-  if (target === 'soldout' && profileDir) env.NODE_OPTIONS = `--cpu-prof --cpu-prof-dir=${profileDir}`
+  // Every process of the service (primary and instances) writes a .cpuprofile when it exits; the
+  // worker gets the stack's env too, so its profile lands beside them.
+  if (profileDir && PROFILED.includes(target)) {
+    env.NODE_OPTIONS = `--import=${fileURLToPath(new URL('./cpu-profile-preload.mjs', import.meta.url))}`
+    env.CPU_PROFILE_DIR = `${profileDir}/${target}`
+  }
   return {
     strategy: redlock ? 'redlock' : 'lua',
     durability: target === 'lua-none' ? 'none' : 'replica',
@@ -205,6 +212,9 @@ function stackOptions(
     env,
   }
 }
+
+/** The targets whose processes `--profile` profiles: the sold-out flood and the reservations. */
+const PROFILED: readonly Target[] = Object.freeze(['soldout', 'lua-replica'])
 
 /** PUT /admin/sales/:id: a new round of the sale, its full stock again (a sold-out target's reset). */
 async function resetSale(r: Running, settings: BenchSettings): Promise<void> {
