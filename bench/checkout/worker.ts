@@ -68,7 +68,7 @@ interface WorkerRun {
   perSecond: number
   /** SQL's count after the drain (GET /admin/sales: persisted). */
   persisted: number
-  /** Cores during the drain; 'loadgen' is this process, where the embedded PGlite runs. */
+  /** Cores from the first persisted order to the N-th; 'loadgen' is this process, where the embedded PGlite runs. */
   cpu: CpuShare
 }
 
@@ -146,7 +146,6 @@ async function drain(
   stack.worker.start()
   let first: { at: number; count: number } | undefined
   let last = { at: spawned, count: 0 }
-  sampler.start()
   while (last.count < orders) {
     if (performance.now() - spawned > deadlineMs)
       throw new Error(`the worker persisted ${last.count} of ${orders} in ${deadlineMs} ms`)
@@ -154,7 +153,11 @@ async function drain(
     await sleep(25)
     const count = await persistedCounter(stack.workerMetricsUrl)
     const at = performance.now()
-    if (count > 0 && first === undefined) first = { at, count }
+    if (count > 0 && first === undefined) {
+      first = { at, count }
+      // The CPU of the drain, not of the worker's start (module loading, connections).
+      sampler.start()
+    }
     last = { at, count }
   }
   // This process's children: the worker, the service, the Redis nodes (PGlite runs in here).
@@ -239,21 +242,26 @@ async function main(): Promise<void> {
   const lines = [
     `Worker throughput: ${rounds} round(s) of ${orders} reservations per SQL kind, medians (min–max); load average at start ${env.loadAverageAtStart.join(' / ')}.`,
     '',
-    '| SQL | orders persisted/s | drain s | worker start → first order ms | reservations/s while filling | cores: worker | bench process (PGlite) | postgres | redis | other | goal ≥ 5,000/s |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+    '| SQL | orders persisted/s | orders per CPU-second (worker + SQL) | drain s | worker start → first order ms | reservations/s while filling | cores: worker | bench process (PGlite) | postgres | redis | other | goal ≥ 5,000/s |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
   ]
   const r = (vs: number[], d = 0) => {
     const s = spread(vs)
     const f = (v: number) => v.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d })
     return `${f(s.median)} (${f(s.min)}–${f(s.max)})`
   }
+  // What the worker and its SQL did per CPU-second they got: steadier than the rate on a shared
+  // machine. PGlite's share is this process's (it also polls the metrics, a small part).
+  const perCore = (x: WorkerRun) =>
+    x.perSecond /
+    Math.max(0.01, (x.cpu.worker ?? 0) + ((x.sql === 'pglite' ? x.cpu.loadgen : x.cpu.postgres) ?? 0))
   for (const sql of kinds) {
     const rs = runs.filter((x) => x.sql === sql)
     if (rs.length === 0) continue
     const med = spread(rs.map((x) => x.perSecond)).median
     const core = (k: keyof CpuShare) => spread(rs.map((x) => x.cpu[k] ?? 0)).median.toFixed(2)
     lines.push(
-      `| ${sql} | ${r(rs.map((x) => x.perSecond))} | ${r(
+      `| ${sql} | ${r(rs.map((x) => x.perSecond))} | ${r(rs.map(perCore))} | ${r(
         rs.map((x) => x.drainMs / 1000),
         2,
       )} | ${r(rs.map((x) => x.startupMs))} | ${r(rs.map((x) => x.fillPerSecond))} | ${core('worker')} | ${core('loadgen')} | ${core('postgres')} | ${core('redis')} | ${core('other')} | ${med >= WORKER_GOAL_PER_SECOND ? 'met' : 'missed'} |`,
