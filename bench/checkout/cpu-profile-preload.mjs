@@ -1,7 +1,8 @@
-// `run.ts --profile DIR`: loaded into every service and worker process with
-// NODE_OPTIONS=--import (Node 20 refuses --cpu-prof in NODE_OPTIONS). Starts V8's sampling
-// profiler through node:inspector and writes DIR/<pid>.cpuprofile (Chrome DevTools format) when
-// the process exits; a process killed with SIGKILL writes nothing. DIR is CPU_PROFILE_DIR.
+// `run.ts --profile DIR`: loaded into every service and worker process of the profiled targets
+// with NODE_OPTIONS=--import (Node 20 refuses --cpu-prof in NODE_OPTIONS). V8's sampling profiler
+// through node:inspector, toggled by SIGUSR2: the bench sends one when a run's measured window
+// starts and one when it ends, and each window is written to
+// DIR/<pid>-<n>.cpuprofile (Chrome DevTools format). DIR is CPU_PROFILE_DIR.
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { Session } from 'node:inspector'
 import { join } from 'node:path'
@@ -13,11 +14,23 @@ if (dir) {
   session.connect()
   session.post('Profiler.enable')
   session.post('Profiler.setSamplingInterval', { interval: 1_000 })
-  session.post('Profiler.start')
-  process.once('exit', () => {
-    // A same-thread session answers synchronously, so this runs before the process is gone.
+  let running = false
+  let n = 0
+  const stop = () => {
+    running = false
+    // A same-thread session answers synchronously (so this also works in an 'exit' handler).
     session.post('Profiler.stop', (err, result) => {
-      if (!err) writeFileSync(join(dir, `${process.pid}.cpuprofile`), JSON.stringify(result.profile))
+      if (!err) writeFileSync(join(dir, `${process.pid}-${++n}.cpuprofile`), JSON.stringify(result.profile))
     })
+  }
+  process.on('SIGUSR2', () => {
+    if (running) stop()
+    else {
+      running = true
+      session.post('Profiler.start')
+    }
+  })
+  process.once('exit', () => {
+    if (running) stop()
   })
 }

@@ -1,8 +1,8 @@
 /**
- * Summarizes the .cpuprofile files of `run.ts --profile DIR` (one per process of a target: the
- * service's primary, its instances, the worker): for each process that did work, the top
- * self-time functions and the self time by area (the service's code, each npm package, Node's
- * internals, GC), as markdown.
+ * Summarizes the .cpuprofile files of `run.ts --profile DIR` (one per measured window and
+ * process of a target), merged by kind of process (the service's instances, its primary, the
+ * worker): the self time by area (the service's code, each npm package, Node's internals, GC)
+ * and the top self-time functions, as markdown.
  *
  *   npx tsx bench/checkout/profile-summary.ts DIR/soldout [--top 25]
  */
@@ -44,54 +44,61 @@ function where(f: CallFrame): string {
   return file === '' ? '' : `${file}:${f.lineNumber + 1}`
 }
 
-function summarize(file: string, top: number): { kind: string; lines: string[] } | undefined {
+interface Totals {
+  files: number
+  busyUs: number
+  wallUs: number
+  fn: Map<string, number>
+  area: Map<string, number>
+}
+
+/** Adds one profile's self times to the totals of its kind (instance, worker, primary). */
+function addProfile(file: string, byKind: Map<string, Totals>): void {
   const p = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile
   const byId = new Map(p.nodes.map((n) => [n.id, n]))
-  // Sample i lasted until sample i+1: its time is the next delta (the last one: the mean).
-  const selfUs = new Map<number, number>()
-  const mean = (p.endTime - p.startTime) / Math.max(1, p.samples.length)
-  for (let i = 0; i < p.samples.length; i++) {
-    const id = p.samples[i]!
-    selfUs.set(id, (selfUs.get(id) ?? 0) + (p.timeDeltas[i + 1] ?? mean))
-  }
-  const fn = new Map<string, number>()
-  const area = new Map<string, number>()
-  let busy = 0
   let kind = 'primary'
-  for (const [id, us] of selfUs) {
-    const f = byId.get(id)!.callFrame
-    if (f.functionName === '(idle)') continue
-    busy += us
-    const key = `${f.functionName || '(anonymous)'} ${where(f)}`.trim()
-    fn.set(key, (fn.get(key) ?? 0) + us)
-    const a = areaOf(f)
-    area.set(a, (area.get(a) ?? 0) + us)
-  }
   for (const n of p.nodes) {
     if (n.callFrame.url.includes('worker-process')) kind = 'worker'
     else if (n.callFrame.url.includes('routes/checkout') && kind !== 'worker') kind = 'instance'
   }
-  const wallS = (p.endTime - p.startTime) / 1e6
-  if (busy < 0.5e6) return undefined
-  const pct = (us: number) => `${((100 * us) / busy).toFixed(1)} %`
-  const lines = [
-    `**${kind}** (\`${file.split('/').pop()}\`): ${(busy / 1e6).toFixed(1)} s busy of ${wallS.toFixed(0)} s`,
+  const t = byKind.get(kind) ?? { files: 0, busyUs: 0, wallUs: 0, fn: new Map(), area: new Map() }
+  byKind.set(kind, t)
+  t.files++
+  t.wallUs += p.endTime - p.startTime
+  // Sample i lasted until sample i+1: its time is the next delta (the last one: the mean).
+  const mean = (p.endTime - p.startTime) / Math.max(1, p.samples.length)
+  for (let i = 0; i < p.samples.length; i++) {
+    const f = byId.get(p.samples[i]!)!.callFrame
+    if (f.functionName === '(idle)') continue
+    const us = p.timeDeltas[i + 1] ?? mean
+    t.busyUs += us
+    const key = `${f.functionName || '(anonymous)'} ${where(f)}`.trim()
+    t.fn.set(key, (t.fn.get(key) ?? 0) + us)
+    const a = areaOf(f)
+    t.area.set(a, (t.area.get(a) ?? 0) + us)
+  }
+}
+
+function format(kind: string, t: Totals, top: number): string[] {
+  const pct = (us: number) => `${((100 * us) / t.busyUs).toFixed(1)} %`
+  return [
+    `**${kind}** (${t.files} profile(s)): ${(t.busyUs / 1e6).toFixed(1)} s busy of ${(t.wallUs / 1e6).toFixed(0)} s profiled`,
     '',
     '| self time by area | share |',
     '|---|---:|',
-    ...[...area]
+    ...[...t.area]
       .sort((a, b) => b[1] - a[1])
       .slice(0, 12)
       .map(([k, v]) => `| ${k} | ${pct(v)} |`),
     '',
     '| top self-time functions | share |',
     '|---|---:|',
-    ...[...fn]
+    ...[...t.fn]
       .sort((a, b) => b[1] - a[1])
       .slice(0, top)
       .map(([k, v]) => `| \`${k.replaceAll('|', '\\|')}\` | ${pct(v)} |`),
+    '',
   ]
-  return { kind, lines }
 }
 
 const { values, positionals } = parseArgs({
@@ -103,9 +110,12 @@ if (!dir) {
   process.stderr.write('usage: npx tsx bench/checkout/profile-summary.ts DIR [--top N]\n')
   process.exit(2)
 }
+const byKind = new Map<string, Totals>()
+for (const name of readdirSync(dir).filter((n) => n.endsWith('.cpuprofile')))
+  addProfile(join(dir, name), byKind)
 const out: string[] = []
-for (const name of readdirSync(dir).filter((n) => n.endsWith('.cpuprofile'))) {
-  const s = summarize(join(dir, name), Number(values.top))
-  if (s) out.push(...s.lines, '')
+for (const kind of ['instance', 'worker', 'primary']) {
+  const t = byKind.get(kind)
+  if (t && t.busyUs >= 0.1e6) out.push(...format(kind, t, Number(values.top)))
 }
 process.stdout.write(`${out.join('\n')}\n`)

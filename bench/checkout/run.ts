@@ -37,7 +37,7 @@ import { spread } from '../locks/stats.js'
 import { type BenchChild, startChild } from './children.js'
 import { runClosedLoop } from './closed-loop.js'
 import { CommandCounter, type CommandDelta, type CommandSnapshot, type RedisAccess } from './commandstats.js'
-import { CpuSampler, type CpuShare } from './cpu-share.js'
+import { CpuSampler, type CpuShare, descendantPids } from './cpu-share.js'
 import { describeEnvironment, loadAverage, writeResults } from './environment.js'
 import { runOpenLoop } from './open-loop.js'
 import { type BenchDatabases, connectDatabases, DEFAULT_POSTGRES_URL } from './postgres.js'
@@ -84,9 +84,10 @@ Options:
   --no-open            skip the open-loop (latency at half the maximum rate) part
   --postgres URL       PostgreSQL server; a fresh database per stack is created and dropped
                        (default ${DEFAULT_POSTGRES_URL})
-  --profile DIR        node --cpu-prof the service and worker processes of soldout and
-                       lua-replica (written to DIR/<target>/ when the stacks stop); summarize
-                       with npx tsx bench/checkout/profile-summary.ts DIR/<target>
+  --profile DIR        CPU profiles (V8 sampling, node:inspector) of soldout's and
+                       lua-replica's service processes, one per measured window, in
+                       DIR/<target>/; summarize with
+                       npx tsx bench/checkout/profile-summary.ts DIR/<target>
   --help               this text
 `
 
@@ -164,6 +165,8 @@ function parseCli(): Cli | undefined {
 
 interface Running {
   target: Target
+  /** Its service processes write a CPU profile of each measured window (--profile). */
+  profiled: boolean
   url: string
   workerMetricsUrl: string | undefined
   adminToken: string | undefined
@@ -194,8 +197,8 @@ function stackOptions(
   const redlock = target === 'redlock'
   const env: Record<string, string> = {}
   if (target === 'soldout-nolocal') env.LOCAL_ANSWERS = 'false'
-  // Every process of the service (primary and instances) writes a .cpuprofile when it exits; the
-  // worker gets the stack's env too, so its profile lands beside them.
+  // Every process of the service (primary and instances) profiles each measured window
+  // (SIGUSR2 at its start and end, see MeasureWindow); the worker loads the preload too, idle.
   if (profileDir && PROFILED.includes(target)) {
     env.NODE_OPTIONS = `--import=${fileURLToPath(new URL('./cpu-profile-preload.mjs', import.meta.url))}`
     env.CPU_PROFILE_DIR = `${profileDir}/${target}`
@@ -243,6 +246,7 @@ async function startTarget(
     )
     return {
       target,
+      profiled: false,
       url: `http://127.0.0.1:${port}`,
       workerMetricsUrl: undefined,
       adminToken: undefined,
@@ -255,6 +259,7 @@ async function startTarget(
   const workerMetricsUrl = options.worker === false ? undefined : child.ready.workerMetricsUrl
   return {
     target,
+    profiled: profileDir !== undefined && PROFILED.includes(target),
     url: child.ready.url,
     workerMetricsUrl,
     adminToken: child.ready.adminToken,
@@ -279,14 +284,29 @@ class MeasureWindow {
   begin = (): void => {
     this.#sampler.start()
     this.#commandsAtStart = this.#target.commands?.snapshot()
+    this.#toggleProfiles()
   }
 
   async end(): Promise<{ cpu: CpuShare; commands: CommandDelta | undefined }> {
     const pid = this.#target.child.pid
     const cpu = this.#sampler.stop(pid === undefined ? [] : [pid])
+    this.#toggleProfiles()
     const start = await this.#commandsAtStart
     const end = await this.#target.commands?.snapshot()
     return { cpu, commands: start && end ? CommandCounter.delta(start, end) : undefined }
+  }
+
+  /** SIGUSR2 to the service's processes: cpu-profile-preload.mjs starts or stops (and writes) a profile. */
+  #toggleProfiles(): void {
+    const root = this.#target.child.pid
+    if (!this.#target.profiled || root === undefined) return
+    for (const pid of descendantPids(root, 'main.js serve')) {
+      try {
+        process.kill(pid, 'SIGUSR2')
+      } catch {
+        // It exited.
+      }
+    }
   }
 }
 
