@@ -11,7 +11,13 @@ export interface ClosedLoopOptions {
   warmupS: number
   seconds: number
   productId: number
+  /** Each request's user is uniform in [userIdMin, userIdMax]. */
+  userIdMin: number
   userIdMax: number
+  /** A fresh Idempotency-Key per request (off: none, as the source articles' k6 scenario). */
+  idempotencyKeys: boolean
+  /** Called once the warm-up is over (when the measured seconds start): CPU and INFO snapshots. */
+  onMeasureStart?: () => void
 }
 
 export interface ClosedLoopSample {
@@ -20,6 +26,8 @@ export interface ClosedLoopSample {
   /** 200/202 answers per second over the measured seconds (sales). */
   salesPerSecond: number
   measuredSeconds: number
+  /** HTTP answers in the measured seconds (the denominator of the per-request costs). */
+  measuredRequests: number
   byStatus: Record<string, number>
   byErrorCode: Record<string, number>
   transportErrors: Record<string, number>
@@ -28,6 +36,7 @@ export interface ClosedLoopSample {
 }
 
 export async function runClosedLoop(o: ClosedLoopOptions): Promise<ClosedLoopSample> {
+  const timer = o.onMeasureStart ? setTimeout(o.onMeasureStart, o.warmupS * 1000) : undefined
   const result = await runLoad({
     url: o.url,
     stages: [
@@ -35,15 +44,15 @@ export async function runClosedLoop(o: ClosedLoopOptions): Promise<ClosedLoopSam
       { durationMs: o.seconds * 1000, target: o.connections },
     ],
     productId: o.productId,
-    userIdMin: 1,
+    userIdMin: o.userIdMin,
     userIdMax: o.userIdMax,
     thinkTimeMs: 0,
     repeatRatio: 0,
     doubleClickRatio: 0,
-    idempotencyKeys: true,
+    idempotencyKeys: o.idempotencyKeys,
     timeoutMs: 5_000,
     recordOrders: false,
-  })
+  }).finally(() => clearTimeout(timer))
   const s = result.series
   let requests = 0
   let sales = 0
@@ -60,6 +69,7 @@ export async function runClosedLoop(o: ClosedLoopOptions): Promise<ClosedLoopSam
     requestsPerSecond: seconds === 0 ? 0 : Math.round(requests / seconds),
     salesPerSecond: seconds === 0 ? 0 : Math.round(sales / seconds),
     measuredSeconds: seconds,
+    measuredRequests: requests,
     byStatus: result.totals.byStatus,
     byErrorCode: result.totals.byErrorCode,
     transportErrors: result.totals.transportErrors,

@@ -119,3 +119,20 @@ export class CpuSampler {
     return out
   }
 }
+
+/** The pids below `root` (any depth) whose command line contains `match` (Linux; [] elsewhere). */
+export function descendantPids(root: number, match: string): number[] {
+  if (!existsSync('/proc/stat')) return []
+  const procs = readProcs()
+  const ours = new Set([root])
+  for (let grew = true; grew; ) {
+    grew = false
+    for (const [pid, p] of procs) {
+      if (!ours.has(pid) && ours.has(p.ppid)) {
+        ours.add(pid)
+        grew = true
+      }
+    }
+  }
+  return [...ours].filter((pid) => pid !== root && cmdline(pid).includes(match))
+}

@@ -59,11 +59,11 @@ export function loadAverage(): number[] {
   return os.loadavg().map((l) => Number(l.toFixed(2)))
 }
 
-/** bench/results/checkout-<date>-<shortsha>[-quick][-n].json; never overwrites an earlier run. */
-export function writeResults(env: Environment, quick: boolean, data: unknown): string {
+/** bench/results/<prefix>-<date>-<shortsha>[-quick][-n].json; never overwrites an earlier run. */
+export function writeResults(env: Environment, quick: boolean, data: unknown, prefix = 'checkout'): string {
   const dir = `${ROOT}bench/results`
   mkdirSync(dir, { recursive: true })
-  const base = `checkout-${env.date.slice(0, 10)}-${env.commit.slice(0, 7)}${quick ? '-quick' : ''}`
+  const base = `${prefix}-${env.date.slice(0, 10)}-${env.commit.slice(0, 7)}${quick ? '-quick' : ''}`
   let path = `${dir}/${base}.json`
   for (let n = 2; existsSync(path); n++) path = `${dir}/${base}-${n}.json`
   writeFileSync(path, `${JSON.stringify(data, null, 2)}\n`)

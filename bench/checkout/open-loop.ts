@@ -19,7 +19,17 @@ export interface OpenLoopOptions {
   seconds: number
   connections: number
   productId: number
+  /**
+   * 'fresh': a new user per request (every answer a sale); 'random': a user uniform in
+   * [1, userIdMax], as the k6 scenario draws them (a sold-out sale's flood).
+   * @defaultValue 'fresh'
+   */
+  users?: 'fresh' | 'random'
   userIdMax: number
+  /** A fresh Idempotency-Key per request. @defaultValue true */
+  idempotencyKeys?: boolean
+  /** Called once the warm-up is over (when the measured requests start being sent). */
+  onMeasureStart?: () => void
   /** A request without an answer after this long is a 'timeout'. @defaultValue 5000 */
   timeoutMs?: number
 }
@@ -81,19 +91,27 @@ export async function runOpenLoop(o: OpenLoopOptions): Promise<OpenLoopSample> {
   const byErrorCode: Record<string, number> = {}
   const transportErrors: Record<string, number> = {}
   const userBase = Math.floor(Math.random() * (o.userIdMax / 2))
+  const randomUsers = o.users === 'random'
+  const keys = o.idempotencyKeys ?? true
   const inflight = new Set<Promise<void>>()
 
   const fire = (i: number, scheduled: number) => {
     const sentAt = performance.now()
     const counted = i >= measureFrom
+    if (i === measureFrom) o.onMeasureStart?.()
     if (counted) lag[lagged++] = sentAt - scheduled
     const request = pool
       .request({
         path: '/v1/checkout',
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'idempotency-key': randomUUID() },
-        // A fresh user per request: every answer is a sale, none an ALREADY_PURCHASED.
-        body: JSON.stringify({ product_id: o.productId, user_id: userBase + i + 1 }),
+        headers: keys
+          ? { 'content-type': 'application/json', 'idempotency-key': randomUUID() }
+          : { 'content-type': 'application/json' },
+        // 'fresh': a new user per request, so every answer is a sale, none an ALREADY_PURCHASED.
+        body: JSON.stringify({
+          product_id: o.productId,
+          user_id: randomUsers ? 1 + Math.floor(Math.random() * o.userIdMax) : userBase + i + 1,
+        }),
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
       })

@@ -1,50 +1,73 @@
 /**
- * Checkout benchmark (issue 6): the flash-sale service's `lua` strategy (durability replica and
- * none) and `redlock` strategy against a bare fastify server answering a constant, in the same
- * process model (node:cluster, the same number of instances), driven by the same load generator
- * in the same run, in interleaved rounds (A B C D, B C D A, …).
+ * Checkout benchmark (issues 6 and 15): the flash-sale service's `lua` strategy (durability
+ * replica and none) and `redlock` strategy against a bare fastify server answering a constant, in
+ * the same process model (node:cluster, the same number of instances), driven by the same load
+ * generator in the same run, in interleaved rounds (A B C D, B C D A, …).
  *
  *   npm run bench:checkout [-- <flags>]          (ensure-redis, build, then this script)
  *   npx tsx bench/checkout/run.ts [--quick] [--rounds N] [--connections N] [--instances N]
- *     [--targets bare,lua-replica,lua-none,redlock] [--no-open] [--postgres URL]
+ *     [--phases reserve,soldout,soldout-nolocal,soldout-keys]
+ *     [--targets bare,lua-replica,lua-none,redlock] [--no-open] [--postgres URL] [--profile DIR]
  *
- * 1. Closed loop (maximum throughput): every target, every round; the sale has a stock that does
- *    not run out and users are drawn from a huge range, so the answers are sales (200).
- * 2. Open loop: at a fixed rate of half of each lua variant's closed-loop median (the bare server
- *    at lua-replica's rate, as a floor), latency measured from the scheduled send time.
+ * Phases: `reserve` (issue 6: the sale has a stock that does not run out and users are drawn
+ * from a huge range, so the answers are sales) runs `--targets`; `soldout` (issue 15: a sale of
+ * 100 units reset before each run and sold out by the crowd during the warm-up, then the measured
+ * window is the flood of refusals, with the k6 scenario's request shape) and its diagnostics
+ * `soldout-nolocal` (LOCAL_ANSWERS=false) and `soldout-keys` (an Idempotency-Key per request) are
+ * one target each. The bare server runs in every round whatever the phases.
+ *
+ * 1. Closed loop (maximum throughput): every target, every round.
+ * 2. Open loop: at a fixed rate of half of each service target's closed-loop median (the bare
+ *    server at lua-replica's and at soldout's rate, as floors), latency from the scheduled send time.
+ * Each run's measured window (after the warm-up) also gets the CPU split by process and the Redis
+ * commands of the target's cluster (INFO commandstats, masters and replicas apart).
  * Before each run, the bench waits until every stack's worker has persisted the previous runs'
  * orders (stream lag + pending = 0), so one target's backlog does not slow the next one down.
  *
  * Each stack (Redis Cluster 3+3, SQL on a fresh PostgreSQL database, service, worker; the 5 lock
  * nodes for redlock) runs in its own host process; the load generator is this process.
  */
+import { resolve } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import type { StackOptions } from '@kunci/flash-sale-lab'
 import { findFreePort } from '@kunci/topology'
 import { spread } from '../locks/stats.js'
 import { type BenchChild, startChild } from './children.js'
 import { runClosedLoop } from './closed-loop.js'
-import { CpuSampler } from './cpu-share.js'
+import { CommandCounter, type CommandDelta, type CommandSnapshot, type RedisAccess } from './commandstats.js'
+import { CpuSampler, type CpuShare, descendantPids } from './cpu-share.js'
 import { describeEnvironment, loadAverage, writeResults } from './environment.js'
 import { runOpenLoop } from './open-loop.js'
 import { type BenchDatabases, connectDatabases, DEFAULT_POSTGRES_URL } from './postgres.js'
 import { type ClosedRun, formatReport, type OpenRun, summarize } from './report.js'
 import {
   type BenchSettings,
+  DEFAULT_PHASES,
   FULL_SETTINGS,
+  isSoldOut,
+  K6_USER_ID_MAX,
+  OPEN_TARGETS,
+  PHASES,
+  type Phase,
   PRODUCT_ID,
   QUICK_SETTINGS,
-  RATE_REFERENCE,
-  TARGETS,
+  RATE_REFERENCES,
+  RESERVE_TARGETS,
+  SOLD_OUT_PER_USER_LIMIT,
+  SOLD_OUT_STOCK,
+  shapeOf,
   type Target,
 } from './settings.js'
 
 const HELP = `Usage: npm run bench:checkout -- [options]
        npx tsx bench/checkout/run.ts [options]        (after npm run build)
 
-Measures the flash-sale checkout (lua replica, lua none, redlock) against a bare fastify server
-in interleaved rounds and writes bench/results/checkout-<date>-<sha>.json.
+Measures the flash-sale checkout (reservations: lua replica, lua none, redlock; a sold-out
+sale's flood: soldout and its diagnostics) against a bare fastify server in interleaved rounds
+and writes bench/results/checkout-<date>-<sha>.json. The worker's throughput is another script:
+npm run bench:checkout:worker.
 
 Options:
   --quick              short smoke run (1 round, 3 s runs); numbers are not comparable
@@ -52,11 +75,19 @@ Options:
   --connections N      closed-loop connections (default ${FULL_SETTINGS.connections})
   --instances N        processes per target, node:cluster (default ${FULL_SETTINGS.instances})
   --seconds N          measured seconds of each run (default ${FULL_SETTINGS.closedSeconds})
-  --targets a,b,...    subset of ${TARGETS.join(',')} (default all;
+  --phases a,b,...     subset of ${PHASES.join(',')} (default ${DEFAULT_PHASES.join(',')});
+                       soldout: 100 units sold out in the warm-up, then the refusals' flood;
+                       soldout-nolocal: the same with LOCAL_ANSWERS=false (diagnostic);
+                       soldout-keys: the same with an Idempotency-Key per request
+  --targets a,b,...    reserve phase: subset of ${RESERVE_TARGETS.join(',')} (default all;
                        lua-noworker is lua-replica without the order worker, a diagnostic)
   --no-open            skip the open-loop (latency at half the maximum rate) part
   --postgres URL       PostgreSQL server; a fresh database per stack is created and dropped
                        (default ${DEFAULT_POSTGRES_URL})
+  --profile DIR        CPU profiles (V8 sampling, node:inspector) of soldout's and
+                       lua-replica's service processes, one per measured window, in
+                       DIR/<target>/; summarize with
+                       npx tsx bench/checkout/profile-summary.ts DIR/<target>
   --help               this text
 `
 
@@ -78,6 +109,7 @@ interface Cli {
   targets: Target[]
   open: boolean
   postgres: string
+  profileDir: string | undefined
 }
 
 function parseCli(): Cli | undefined {
@@ -89,6 +121,8 @@ function parseCli(): Cli | undefined {
       instances: { type: 'string' },
       seconds: { type: 'string' },
       targets: { type: 'string' },
+      phases: { type: 'string' },
+      profile: { type: 'string' },
       'no-open': { type: 'boolean', default: false },
       postgres: { type: 'string', default: DEFAULT_POSTGRES_URL },
       help: { type: 'boolean', default: false },
@@ -105,22 +139,70 @@ function parseCli(): Cli | undefined {
     closedSeconds: seconds,
     openSeconds: seconds,
   }
-  const targets = values.targets === undefined ? [...TARGETS] : (values.targets.split(',') as Target[])
-  const unknown = targets.filter((t) => !TARGETS.includes(t))
+  const phases = values.phases === undefined ? [...DEFAULT_PHASES] : (values.phases.split(',') as Phase[])
+  const badPhases = phases.filter((p) => !PHASES.includes(p))
+  if (badPhases.length > 0)
+    throw new BenchUsageError(`unknown --phases ${badPhases.join(',')}; choose from ${PHASES.join(',')}`)
+  const reserve =
+    values.targets === undefined ? [...RESERVE_TARGETS] : (values.targets.split(',') as Target[])
+  const unknown = reserve.filter((t) => !RESERVE_TARGETS.includes(t))
   if (unknown.length > 0)
-    throw new BenchUsageError(`unknown --targets ${unknown.join(',')}; choose from ${TARGETS.join(',')}`)
-  return { settings, quick: values.quick, targets, open: !values['no-open'], postgres: values.postgres }
+    throw new BenchUsageError(
+      `unknown --targets ${unknown.join(',')}; choose from ${RESERVE_TARGETS.join(',')}`,
+    )
+  const targets: Target[] = ['bare']
+  if (phases.includes('reserve')) targets.push(...reserve.filter((t) => t !== 'bare'))
+  for (const p of phases) if (p !== 'reserve') targets.push(p)
+  return {
+    settings,
+    quick: values.quick,
+    targets,
+    open: !values['no-open'],
+    postgres: values.postgres,
+    profileDir: values.profile === undefined ? undefined : resolve(values.profile),
+  }
 }
 
 interface Running {
   target: Target
+  /** Its service processes write a CPU profile of each measured window (--profile). */
+  profiled: boolean
   url: string
   workerMetricsUrl: string | undefined
+  adminToken: string | undefined
+  commands: CommandCounter | undefined
   child: BenchChild<{ ready: true }>
 }
 
-function stackOptions(target: Target, settings: BenchSettings, databaseUrl: string): StackOptions {
+interface StackReady {
+  ready: true
+  url: string
+  workerMetricsUrl: string
+  adminToken: string
+  redis: RedisAccess
+}
+
+function saleOf(target: Target, settings: BenchSettings): NonNullable<StackOptions['sale']> {
+  return isSoldOut(target)
+    ? { productId: String(PRODUCT_ID), stock: SOLD_OUT_STOCK, perUserLimit: SOLD_OUT_PER_USER_LIMIT }
+    : { productId: String(PRODUCT_ID), stock: settings.stock, perUserLimit: settings.perUserLimit }
+}
+
+function stackOptions(
+  target: Target,
+  settings: BenchSettings,
+  databaseUrl: string,
+  profileDir: string | undefined,
+): StackOptions {
   const redlock = target === 'redlock'
+  const env: Record<string, string> = {}
+  if (target === 'soldout-nolocal') env.LOCAL_ANSWERS = 'false'
+  // Every process of the service (primary and instances) profiles each measured window
+  // (SIGUSR2 at its start and end, see MeasureWindow); the worker loads the preload too, idle.
+  if (profileDir && PROFILED.includes(target)) {
+    env.NODE_OPTIONS = `--import=${fileURLToPath(new URL('./cpu-profile-preload.mjs', import.meta.url))}`
+    env.CPU_PROFILE_DIR = `${profileDir}/${target}`
+  }
   return {
     strategy: redlock ? 'redlock' : 'lua',
     durability: target === 'lua-none' ? 'none' : 'replica',
@@ -129,11 +211,31 @@ function stackOptions(target: Target, settings: BenchSettings, databaseUrl: stri
     databaseUrl,
     lockNodes: redlock,
     worker: target !== 'lua-noworker',
-    sale: { productId: String(PRODUCT_ID), stock: settings.stock, perUserLimit: settings.perUserLimit },
+    sale: saleOf(target, settings),
+    env,
   }
 }
 
-async function startTarget(target: Target, settings: BenchSettings, dbs: BenchDatabases): Promise<Running> {
+/** The targets whose processes `--profile` profiles: the sold-out flood and the reservations. */
+const PROFILED: readonly Target[] = Object.freeze(['soldout', 'lua-replica'])
+
+/** PUT /admin/sales/:id: a new round of the sale, its full stock again (a sold-out target's reset). */
+async function resetSale(r: Running, settings: BenchSettings): Promise<void> {
+  const sale = saleOf(r.target, settings)
+  const res = await fetch(`${r.url}/admin/sales/${sale.productId}`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${r.adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ stock: sale.stock, price: 49.99, per_user_limit: sale.perUserLimit }),
+  })
+  if (!res.ok) throw new Error(`reset of ${r.target}'s sale: ${res.status} ${await res.text()}`)
+}
+
+async function startTarget(
+  target: Target,
+  settings: BenchSettings,
+  dbs: BenchDatabases,
+  profileDir: string | undefined,
+): Promise<Running> {
   if (target === 'bare') {
     const port = await findFreePort()
     const child = await startChild<{ ready: true }>(
@@ -142,17 +244,70 @@ async function startTarget(target: Target, settings: BenchSettings, dbs: BenchDa
       [String(port), String(settings.instances)],
       60_000,
     )
-    return { target, url: `http://127.0.0.1:${port}`, workerMetricsUrl: undefined, child }
+    return {
+      target,
+      profiled: false,
+      url: `http://127.0.0.1:${port}`,
+      workerMetricsUrl: undefined,
+      adminToken: undefined,
+      commands: undefined,
+      child,
+    }
   }
-  const options = stackOptions(target, settings, await dbs.create(target))
-  const child = await startChild<{ ready: true; url: string; workerMetricsUrl: string }>(
-    target,
-    'stack-host.ts',
-    [JSON.stringify(options)],
-    180_000,
-  )
+  const options = stackOptions(target, settings, await dbs.create(target), profileDir)
+  const child = await startChild<StackReady>(target, 'stack-host.ts', [JSON.stringify(options)], 180_000)
   const workerMetricsUrl = options.worker === false ? undefined : child.ready.workerMetricsUrl
-  return { target, url: child.ready.url, workerMetricsUrl, child }
+  return {
+    target,
+    profiled: profileDir !== undefined && PROFILED.includes(target),
+    url: child.ready.url,
+    workerMetricsUrl,
+    adminToken: child.ready.adminToken,
+    commands: new CommandCounter(child.ready.redis),
+    child,
+  }
+}
+
+/**
+ * The measured window of one run: CPU and Redis commands from its start (the end of the warm-up,
+ * `begin`) to `end` (the load generator's last answer).
+ */
+class MeasureWindow {
+  readonly #sampler = new CpuSampler()
+  readonly #target: Running
+  #commandsAtStart: Promise<CommandSnapshot> | undefined
+
+  constructor(target: Running) {
+    this.#target = target
+  }
+
+  begin = (): void => {
+    this.#sampler.start()
+    this.#commandsAtStart = this.#target.commands?.snapshot()
+    this.#toggleProfiles()
+  }
+
+  async end(): Promise<{ cpu: CpuShare; commands: CommandDelta | undefined }> {
+    const pid = this.#target.child.pid
+    const cpu = this.#sampler.stop(pid === undefined ? [] : [pid])
+    this.#toggleProfiles()
+    const start = await this.#commandsAtStart
+    const end = await this.#target.commands?.snapshot()
+    return { cpu, commands: start && end ? CommandCounter.delta(start, end) : undefined }
+  }
+
+  /** SIGUSR2 to the service's processes: cpu-profile-preload.mjs starts or stops (and writes) a profile. */
+  #toggleProfiles(): void {
+    const root = this.#target.child.pid
+    if (!this.#target.profiled || root === undefined) return
+    for (const pid of descendantPids(root, 'main.js serve')) {
+      try {
+        process.kill(pid, 'SIGUSR2')
+      } catch {
+        // It exited.
+      }
+    }
+  }
 }
 
 /** Stream lag + pending of one stack's worker (orders the worker has yet to persist). */
@@ -211,6 +366,7 @@ async function main(): Promise<void> {
   )
   const running: Running[] = []
   const stopAll = async () => {
+    await Promise.all(running.map((r) => r.commands?.close()))
     await Promise.all(running.splice(0).map((r) => r.child.stop()))
     await dbs.dropAll()
   }
@@ -227,7 +383,7 @@ async function main(): Promise<void> {
     // One at a time: starting four stacks at once on 2 cores times out readiness checks.
     for (const t of targets) {
       log(`starting ${t}…`)
-      running.push(await startTarget(t, settings, dbs))
+      running.push(await startTarget(t, settings, dbs, cli.profileDir))
       if (interrupted) return
     }
     const byTarget = (t: Target) => running.find((r) => r.target === t)!
@@ -236,55 +392,70 @@ async function main(): Promise<void> {
       for (const t of rotate(targets, round - 1)) {
         if (interrupted) break
         const backlogAtStart = await waitQuiet(running, settings.drainDeadlineS)
+        // A sold-out target sells its 100 units again, to the crowd, during the warm-up.
+        if (isSoldOut(t)) await resetSale(byTarget(t), settings)
         const loadAverage1m = loadAverage()[0]!
-        const sampler = new CpuSampler()
-        sampler.start()
+        const window = new MeasureWindow(byTarget(t))
+        const shape = shapeOf(t)
         const sample = await runClosedLoop({
           url: byTarget(t).url,
           connections: settings.connections,
           warmupS: settings.closedWarmupS,
           seconds: settings.closedSeconds,
           productId: PRODUCT_ID,
-          userIdMax: settings.userIdMax,
+          userIdMin: 1,
+          userIdMax: shape === 'fresh' ? settings.userIdMax : K6_USER_ID_MAX,
+          idempotencyKeys: shape !== 'k6',
+          onMeasureStart: window.begin,
         })
-        const cpu = sampler.stop(byTarget(t).child.pid === undefined ? [] : [byTarget(t).child.pid!])
-        closed.push({ round, target: t, loadAverage1m, backlogAtStart, cpu, sample })
+        const { cpu, commands } = await window.end()
+        closed.push({ round, target: t, loadAverage1m, backlogAtStart, cpu, commands, sample })
+        const perRequest = (n: number) => (n / Math.max(1, sample.measuredRequests)).toFixed(2)
         log(
-          `closed r${round} ${t.padEnd(11)} ${String(sample.requestsPerSecond).padStart(6)} req/s  sales ${sample.salesPerSecond}/s  p50 ${sample.latency.p50Ms.toFixed(2)} p99 ${sample.latency.p99Ms.toFixed(2)} ms  ${JSON.stringify(sample.byStatus)}  load ${loadAverage1m}  cores ${JSON.stringify(cpu)}`,
+          `closed r${round} ${t.padEnd(15)} ${String(sample.requestsPerSecond).padStart(6)} req/s  sales ${sample.salesPerSecond}/s  p50 ${sample.latency.p50Ms.toFixed(2)} p99 ${sample.latency.p99Ms.toFixed(2)} ms  ${JSON.stringify(sample.byStatus)}  redis cmds/req ${commands ? `${perRequest(commands.mastersTotal)} + ${perRequest(commands.replicasTotal)} (replicas)` : '–'}  load ${loadAverage1m}  cores ${JSON.stringify(cpu)}`,
         )
       }
     }
 
     const median = (t: Target) =>
       spread(closed.filter((c) => c.target === t).map((c) => c.sample.requestsPerSecond)).median
-    const openTargets = cli.open
-      ? targets.filter(
-          (t) =>
-            t === 'lua-replica' || t === 'lua-none' || (t === 'bare' && targets.includes(RATE_REFERENCE)),
-        )
+    // Each service target at half its own maximum; the bare server at each reference's rate.
+    const openRuns: { label: string; target: Target; rateOf: Target }[] = cli.open
+      ? [
+          ...RATE_REFERENCES.filter((r) => targets.includes(r)).map((r) => ({
+            label: `bare@${r}`,
+            target: 'bare' as Target,
+            rateOf: r,
+          })),
+          ...OPEN_TARGETS.filter((t) => targets.includes(t)).map((t) => ({ label: t, target: t, rateOf: t })),
+        ]
       : []
-    const rateOf = (t: Target) =>
-      Math.max(1, Math.round(settings.openRateShare * median(t === 'bare' ? RATE_REFERENCE : t)))
-    for (let round = 1; round <= settings.rounds && !interrupted && openTargets.length > 0; round++) {
-      for (const t of rotate(openTargets, round - 1)) {
+    const rateOf = (t: Target) => Math.max(1, Math.round(settings.openRateShare * median(t)))
+    for (let round = 1; round <= settings.rounds && !interrupted && openRuns.length > 0; round++) {
+      for (const o of rotate(openRuns, round - 1)) {
         if (interrupted) break
+        const t = o.target
         const backlogAtStart = await waitQuiet(running, settings.drainDeadlineS)
         const loadAverage1m = loadAverage()[0]!
-        const sampler = new CpuSampler()
-        sampler.start()
+        const window = new MeasureWindow(byTarget(t))
+        const shape = shapeOf(o.rateOf)
+        // A sold-out target stays sold out after its closed-loop runs: the open loop is its flood.
         const sample = await runOpenLoop({
           url: byTarget(t).url,
-          rate: rateOf(t),
+          rate: rateOf(o.rateOf),
           warmupS: settings.openWarmupS,
           seconds: settings.openSeconds,
           connections: settings.openConnections,
           productId: PRODUCT_ID,
-          userIdMax: settings.userIdMax,
+          users: shape === 'fresh' ? 'fresh' : 'random',
+          userIdMax: shape === 'fresh' ? settings.userIdMax : K6_USER_ID_MAX,
+          idempotencyKeys: shape !== 'k6',
+          onMeasureStart: window.begin,
         })
-        const cpu = sampler.stop(byTarget(t).child.pid === undefined ? [] : [byTarget(t).child.pid!])
-        open.push({ round, target: t, loadAverage1m, backlogAtStart, cpu, sample })
+        const { cpu, commands } = await window.end()
+        open.push({ round, target: t, label: o.label, loadAverage1m, backlogAtStart, cpu, commands, sample })
         log(
-          `open   r${round} ${t.padEnd(11)} ${sample.rate}/s  p50 ${sample.latency.p50Ms} p99 ${sample.latency.p99Ms} p99.9 ${sample.latency.p999Ms} ms  send lag p99 ${sample.sendLag.p99Ms} ms  ${JSON.stringify(sample.byStatus)}  load ${loadAverage1m}`,
+          `open   r${round} ${o.label.padEnd(15)} ${sample.rate}/s  p50 ${sample.latency.p50Ms} p99 ${sample.latency.p99Ms} p99.9 ${sample.latency.p999Ms} ms  send lag p99 ${sample.sendLag.p99Ms} ms  ${JSON.stringify(sample.byStatus)}  load ${loadAverage1m}`,
         )
       }
     }

@@ -5,7 +5,9 @@
  *
  *   node --import tsx bench/checkout/stack-host.ts '<StackOptions as JSON>'
  *
- * Prints one line `{"ready":true,"url":…,"workerMetricsUrl":…}` once the stack serves the sale,
+ * Prints one line `{"ready":true,"url":…,"workerMetricsUrl":…,"adminToken":…,"redis":…}` once the
+ * stack serves the sale (`redis`: the cluster nodes' redis-server ports and the admin ACL user, for
+ * INFO commandstats),
  * and stops the whole stack (service drain, worker, Redis nodes) on SIGTERM/SIGINT or when stdin
  * closes (the bench died), then exits.
  */
@@ -24,5 +26,15 @@ process.once('SIGINT', stop)
 process.stdin.on('end', stop)
 process.stdin.resume()
 process.stdout.write(
-  `${JSON.stringify({ ready: true, url: stack.url, workerMetricsUrl: stack.workerMetricsUrl, servicePid: stack.service.pid })}\n`,
+  `${JSON.stringify({
+    ready: true,
+    url: stack.url,
+    workerMetricsUrl: stack.workerMetricsUrl,
+    servicePid: stack.service.pid,
+    adminToken: stack.adminToken,
+    redis: {
+      ...stack.redisAdmin,
+      nodes: stack.cluster.nodes.map((n) => ({ host: n.host, port: n.serverPort })),
+    },
+  })}\n`,
 )

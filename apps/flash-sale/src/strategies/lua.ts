@@ -24,6 +24,13 @@ import { refused } from './strategy.js'
  */
 export class LuaStrategy implements CheckoutStrategy {
   readonly name = 'lua' as const
+  /**
+   * Without snapshots (LOCAL_ANSWERS=false): each sale's room generation as its last reply gave
+   * it, so that the route skips the room's gate (a Redis call of its own) for a sale without a
+   * room, as it does with snapshots. reserve.lua checks the room again (ROOM_CHECK), so a stale
+   * entry costs one extra round trip, never a checkout past the room. Only sales that exist.
+   */
+  readonly #roomGens = new Map<string, string>()
   constructor(
     readonly store: SaleStore,
     readonly options: { durability: Durability; snapshots?: SaleSnapshots },
@@ -92,8 +99,11 @@ export class LuaStrategy implements CheckoutStrategy {
 
   #outcome(req: CheckoutRequest, reply: ReserveReply): CheckoutOutcome {
     // Only sales that exist are remembered: a flood of made-up product ids must not grow memory.
-    if (reply.code !== 'UNKNOWN_PRODUCT')
-      this.options.snapshots?.observe(req.productId, reply.epoch, reply.remaining, reply.roomGen)
+    if (reply.code !== 'UNKNOWN_PRODUCT') {
+      if (this.options.snapshots)
+        this.options.snapshots.observe(req.productId, reply.epoch, reply.remaining, reply.roomGen)
+      else this.#roomGens.set(req.productId, reply.roomGen)
+    }
     if (reply.code === 'ROOM_CHECK') return { ok: 'gate' }
     if (reply.code !== 'RESERVED') return refused(saleRefusal(reply.code, req.productId, reply.orderId))
     return {
@@ -115,7 +125,8 @@ export class LuaStrategy implements CheckoutStrategy {
   }
 
   roomGen(productId: string): string | undefined {
-    return this.options.snapshots?.roomGen(productId)
+    const snapshots = this.options.snapshots
+    return snapshots ? snapshots.roomGen(productId) : this.#roomGens.get(productId)
   }
 
   async close(): Promise<void> {}
