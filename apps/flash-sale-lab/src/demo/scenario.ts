@@ -19,6 +19,15 @@
 //   part of the crowd waits for the opening: without a room it clicks again every 100–300 ms,
 //   with one it polls as the page does. No fault: the figures compare the crowds, not a failover.
 //   Not with redlock, whose sales cannot have a room (the PUT is refused: the report says so).
+// - Money (issue 16) is two more phases, one sale each, a crowd of users whose wallets the phase
+//   sets first (ids of their own, so no other phase's charges are in their books): `money-instant`,
+//   paid when the worker persists the order, where every third user is funded for less than the
+//   price (their orders fail INSUFFICIENT_FUNDS and the units go back to the sale, to be bought by
+//   later arrivals) and the others for exactly one unit; `money-hold`, paid later, where the
+//   reserved buyers pay, cancel or never pay (a short hold_seconds, so expiry happens during the
+//   phase) and every fifth payer is short (402: the order expires). One fault each: kill -9 of the
+//   worker while it charges, returns and expires (restarted), so redelivered events and the
+//   sweeper's restart are part of the books checked.
 import { saleKeys } from '@kunci/flash-sale'
 import {
   type ChaosStep,
@@ -67,6 +76,24 @@ export interface PhasePlan {
     /** A user without a final answer by then gives up. */
     patienceMs: number
   }
+  /** A money phase (issue 16): its users (ids userIdMin..userIdMin + users − 1) arrive as a crowd. */
+  money?: MoneyPlan
+}
+
+export interface MoneyPlan {
+  payment: 'instant' | 'hold'
+  /** With 'hold': PUT /admin/sales/:id `hold_seconds`. */
+  holdSeconds?: number
+  price: number
+  /** The first user id; the crowd is users userIdMin.., in arrival order. */
+  userIdMin: number
+  /** Every `shortEvery`-th user (1-based) gets `shortBalance`, the others `fundedBalance`. */
+  shortEvery: number
+  fundedBalance: number
+  shortBalance: number
+  /** 'hold': shares of the reserved buyers who pay and who cancel (the rest never pay). */
+  payRatio?: number
+  cancelRatio?: number
 }
 
 const s = (seconds: number) => Math.round(seconds * 1000)
@@ -164,6 +191,65 @@ function crowdPair(stock: number, users: number, arriveS: number, opensS: number
   ]
 }
 
+const PRICE = 49.99
+
+/**
+ * The money phases: `stock` units, `users` arriving over `arriveS`, the worker killed at `killS`
+ * for `downS` (see the decisions above).
+ */
+function moneyPair(
+  stock: number,
+  users: number,
+  arriveS: number,
+  holdSeconds: number,
+  killS: number,
+  downS: number,
+): PhasePlan[] {
+  const common = {
+    stock,
+    users,
+    repeatRatio: 1,
+    doubleClickRatio: 0.05,
+    stages: ramp([arriveS, users]),
+    schedule: [
+      { at: s(killS), fault: 'kill-worker', durationMs: s(downS), label: 'kill -9 worker' },
+    ] as ChaosStep[],
+  }
+  return [
+    {
+      ...common,
+      id: 'money-instant',
+      productId: 9926,
+      label: `${stock} units paid at once, ${users} users: 1 in 3 funded below the price, the others for one unit`,
+      money: {
+        payment: 'instant',
+        price: PRICE,
+        userIdMin: 500_001,
+        shortEvery: 3,
+        fundedBalance: PRICE,
+        shortBalance: 49.98,
+      },
+    },
+    {
+      ...common,
+      id: 'money-hold',
+      productId: 9927,
+      label: `${stock} units held ${holdSeconds} s until paid, ${users} users: 60 % pay, 20 % cancel, 20 % never pay`,
+      money: {
+        payment: 'hold',
+        holdSeconds,
+        price: PRICE,
+        userIdMin: 600_001,
+        shortEvery: 5,
+        fundedBalance: PRICE,
+        shortBalance: 10,
+        payRatio: 0.6,
+        cancelRatio: 0.2,
+      },
+    },
+  ]
+}
+
 /** The phases of one strategy for a profile. */
 export function phasePlans(profile: DemoProfile): PhasePlan[] {
   switch (profile) {
@@ -187,6 +273,7 @@ export function phasePlans(profile: DemoProfile): PhasePlan[] {
         },
         retryStorm(6, 100, 4),
         ...crowdPair(50, 200, 2, 1),
+        ...moneyPair(30, 90, 4, 2, 1.5, 1.5),
       ]
     case 'default':
     case 'full': {
@@ -219,9 +306,19 @@ export function phasePlans(profile: DemoProfile): PhasePlan[] {
         },
         retryStorm(12, 200, 9),
         ...crowdPair(100, 600, 4, 2),
+        ...moneyPair(100, 300, 8, 3, 2, 2.5),
       ]
     }
   }
+}
+
+/**
+ * The phases `wanted` names (`--phases`): an id, or the start of ids before a '-' (`money` for
+ * money-instant and money-hold); every phase without `wanted`. In the profile's order.
+ */
+export function selectPhases(plans: PhasePlan[], wanted: readonly string[] | undefined): PhasePlan[] {
+  if (wanted === undefined) return plans
+  return plans.filter((p) => wanted.some((w) => p.id === w || p.id.startsWith(`${w}-`)))
 }
 
 export interface FaultTargets {
