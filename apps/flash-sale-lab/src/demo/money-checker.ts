@@ -196,12 +196,20 @@ export function checkMoneyPhase(
   const payments: Partial<Record<PaymentOutcome, number>> = {}
   let toldPaidNotPaid = 0
   let toldCancelledNot = 0
+  let unpaidNotExpired = 0
   for (const u of load.users) {
     if (u.payment === undefined) continue
     payments[u.payment] = (payments[u.payment] ?? 0) + 1
     const status = u.order_id === null ? undefined : ledger.orders.get(u.order_id)?.status
     if (u.payment === 'paid' && status !== 'paid') toldPaidNotPaid++
     if (u.payment === 'cancelled' && status !== 'cancelled') toldCancelledNot++
+    // Never paid (on purpose, or refused 402): the order can only end expired.
+    if (
+      (u.payment === 'left' || u.payment === 'insufficient_funds') &&
+      status !== 'expired' &&
+      status !== 'reserved'
+    )
+      unpaidNotExpired++
   }
   const b = ledger.byStatus
   const paid = count(b, 'confirmed') + count(b, 'paid')
@@ -286,6 +294,8 @@ export function checkMoneyPhase(
   if (toldPaidNotPaid > 0) violations.push(`${toldPaidNotPaid} user(s) told "paid" whose order is not paid`)
   if (toldCancelledNot > 0)
     violations.push(`${toldCancelledNot} user(s) told "cancelled" whose order is not cancelled`)
+  if (unpaidNotExpired > 0)
+    violations.push(`${unpaidNotExpired} order(s) never paid that ended other than expired`)
   if (ledger.payment === 'hold' && held > 0)
     violations.push(`${held} order(s) still reserved after their pay_by: never expired`)
   const notes: string[] = []
