@@ -8,6 +8,7 @@ import { orderRoutes } from './routes/orders.js'
 import { productRoutes } from './routes/products.js'
 import { waitingRoomRoutes } from './routes/waiting-room.js'
 import { waitingRoomAdminRoutes } from './routes/waiting-room-admin.js'
+import { adminWalletRoutes, walletRoutes } from './routes/wallets.js'
 
 export interface App extends FastifyInstance {
   /** Readiness turns false; in-flight requests go on (server.ts closes after this). */
@@ -41,5 +42,7 @@ export async function buildApp(deps: AppDeps, opts: { logger?: boolean } = {}): 
   await app.register(adminRoutes, deps)
   await app.register(waitingRoomRoutes, deps)
   await app.register(waitingRoomAdminRoutes, deps)
+  await app.register(walletRoutes, deps)
+  await app.register(adminWalletRoutes, deps)
   return app
 }

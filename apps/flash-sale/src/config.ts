@@ -85,8 +85,9 @@ export interface ServiceConfig {
   /**
    * The balance, in cents, of a user who has no wallet yet (DEFAULT_WALLET_BALANCE, in currency
    * units: `150.00`). 0 in production: a user pays with what was put in the wallet
-   * (PUT /admin/wallets/:user_id). `flash-sale-lab up`, the demo and the tests set an amount that
-   * buys a few units. @defaultValue 0
+   * (PUT /admin/wallets/:user_id). `flash-sale-lab up`, the demo and the tests set 1000.00 (20
+   * units at the lab's default price of 49.99; LAB_WALLET_BALANCE in the lab's local stack).
+   * @defaultValue 0
    */
   defaultWalletBalanceCents: number
 }

@@ -65,7 +65,10 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   const redis = connectSaleRedis(config, 'flash-sale-serve')
   await whenReady(redis)
   const db = connectDb(config.databaseUrl, 20)
-  const orders = new OrderStore(db)
+  const orders = new OrderStore(db, {
+    defaultWalletCents: config.defaultWalletBalanceCents,
+    onCharge: (result, units) => metrics.payments.inc({ result }, units),
+  })
   const acks =
     config.strategy === 'lua' && config.durability === 'replica'
       ? new ReplicaAcks(ackRoute(redis, config), {

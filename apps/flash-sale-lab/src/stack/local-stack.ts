@@ -93,6 +93,12 @@ export interface LocalStack {
   stop(): Promise<void>
 }
 
+/**
+ * The wallet balance a user of `up`, the demo and the tests starts with (DEFAULT_WALLET_BALANCE):
+ * 20 units at the lab's default price of 49.99, so today's flows keep working.
+ */
+export const LAB_WALLET_BALANCE = '1000.00'
+
 const random = (bytes: number) => randomBytes(bytes).toString('base64url')
 
 async function waitReady(url: string, timeoutMs: number, alive: () => boolean): Promise<void> {
@@ -180,6 +186,9 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
       WORKER_PORT: String(workerPort),
       ...(lockNodes ? { REDLOCK_NODES: lockNodes.nodes.map((n) => `${n.host}:${n.port}`).join(',') } : {}),
       ...(options.queueUrl ? { QUEUE_URL: options.queueUrl } : {}),
+      // Every user of the local stack starts with a wallet that buys a few units (the service's
+      // production default is 0); a test or the demo sets its own with env or PUT /admin/wallets.
+      DEFAULT_WALLET_BALANCE: LAB_WALLET_BALANCE,
       ...options.env,
     }
     const echo = options.echo ?? false

@@ -9,7 +9,8 @@ import { configFromArgs } from './env-flags.js'
 
 export const reconcileCommand: Command = {
   name: 'reconcile',
-  summary: 'compare Redis (reserved) with SQL (persisted, charged); exit 1 on any drift',
+  summary:
+    'check the books: stock = sold + remaining + pending returns (Redis vs SQL), one payment per paid order, every wallet balance = funded − charged + refunded, none below zero; exit 1 on any drift',
   async run(argv) {
     const parsed = configFromArgs(
       'reconcile',
@@ -37,7 +38,7 @@ export const reconcileCommand: Command = {
       else {
         for (const s of report) {
           console.log(
-            `product ${s.product_id} round ${s.round}: stock ${s.stock_total}, reserved ${s.reserved_in_redis ?? '-'}, confirmed ${s.confirmed}, failed ${s.failed}, dead letters ${s.dead_letters}, in queue ${s.in_queue}, payments ${s.payments}` +
+            `product ${s.product_id} round ${s.round}: stock ${s.stock_total} = sold ${s.sold_in_sql} + remaining ${s.remaining_in_redis ?? '-'} + returns pending ${s.returns_pending}; returned ${s.returned}, reserved ${s.reserved_in_redis ?? '-'}, confirmed ${s.confirmed}, failed ${s.failed}, dead letters ${s.dead_letters}, in queue ${s.in_queue}, payments ${s.payments}` +
               (s.problems.length ? `\n  DRIFT: ${s.problems.join('\n  DRIFT: ')}` : '  ok'),
           )
         }

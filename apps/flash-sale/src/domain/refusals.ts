@@ -23,7 +23,7 @@ export function isReserveCode(value: unknown): value is ReserveCode {
 }
 
 /** A final answer of the sale (reserve.lua's other codes), or "not now" (retry later). */
-export type RefusalCode = Exclude<ReserveCode, 'RESERVED'> | 'BUSY' | 'UNAVAILABLE'
+export type RefusalCode = Exclude<ReserveCode, 'RESERVED'> | 'BUSY' | 'UNAVAILABLE' | 'INSUFFICIENT_FUNDS'
 
 /**
  * Why a checkout did not sell, as the domain says it: the strategies return these and only the
@@ -59,6 +59,17 @@ export function saleRefusal(
     code,
     message: SALE_MESSAGES[code](productId),
     ...(code === 'ALREADY_PURCHASED' && orderId ? { orderId } : {}),
+  }
+}
+
+/**
+ * The user's wallet does not cover the price (issue 16; the `redlock` checkout, which charges in
+ * its own transaction): nothing was taken. Top the wallet up and buy again.
+ */
+export function insufficientFunds(productId: string, priceCents: number): Refusal {
+  return {
+    code: 'INSUFFICIENT_FUNDS',
+    message: `the wallet does not cover the price of product ${productId} (${(priceCents / 100).toFixed(2)}); nothing was charged or reserved: top it up and buy again`,
   }
 }
 

@@ -129,9 +129,27 @@ export function createServiceMetrics(registry: Registry) {
       help: 'Wallet charges written (at most one per order)',
       registers,
     }),
+    /** Issue 16: money and returned units. */
+    unitsReturned: new Counter({
+      name: 'flash_sale_units_returned_total',
+      help: 'Units given back to a sale in Redis (each order at most once), by why: INSUFFICIENT_FUNDS, duplicate_unit, cancelled, expired',
+      labelNames: ['product_id', 'reason'] as const,
+      registers,
+    }),
+    payments: new Counter({
+      name: 'flash_sale_payments_total',
+      help: 'Charges of orders by result: charged, insufficient_funds (refused, nothing taken), already_charged (a repeat)',
+      labelNames: ['result'] as const,
+      registers,
+    }),
+    walletBalanceNegative: new Gauge({
+      name: 'flash_sale_wallet_balance_negative',
+      help: 'Wallets whose balance is below zero, as last counted (the CHECK forbids it: never above 0)',
+      registers,
+    }),
     drift: new Gauge({
       name: 'flash_sale_reconcile_drift',
-      help: 'Reservations in Redis minus orders settled in SQL, once the queue is drained (should be 0)',
+      help: 'Units unaccounted for once the queue is drained: stock − sold − remaining − returns pending − dead letters (should be 0)',
       labelNames: ['product_id'] as const,
       registers,
     }),
@@ -142,6 +160,8 @@ export function createServiceMetrics(registry: Registry) {
   for (const outcome of ['acked', 'timeout', 'no_replica', 'error']) metrics.replicaAcks.inc({ outcome }, 0)
   for (const code of ['SOLD_OUT', 'ALREADY_PURCHASED', 'SALE_ENDED']) metrics.localAnswers.inc({ code }, 0)
   for (const kind of ['sold-out', 'epoch']) metrics.saleNotifications.inc({ kind }, 0)
+  for (const result of ['charged', 'insufficient_funds', 'already_charged'])
+    metrics.payments.inc({ result }, 0)
   return metrics
 }
 
@@ -150,8 +170,11 @@ export function initSaleSeries(metrics: ServiceMetrics, productId: string): void
   const product_id = productId
   metrics.ordersPersisted.inc({ product_id }, 0)
   metrics.deadLetters.inc({ product_id }, 0)
-  for (const reason of ['stale_round', 'sold_out_in_sql', 'duplicate_unit']) {
+  for (const reason of ['stale_round', 'sold_out_in_sql', 'duplicate_unit', 'INSUFFICIENT_FUNDS']) {
     metrics.ordersFailed.inc({ product_id, reason }, 0)
+  }
+  for (const reason of ['INSUFFICIENT_FUNDS', 'duplicate_unit', 'cancelled', 'expired']) {
+    metrics.unitsReturned.inc({ product_id, reason }, 0)
   }
 }
 

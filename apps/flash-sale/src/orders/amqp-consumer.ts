@@ -17,6 +17,7 @@ import { type OrderEvent, parseOrderEvent } from './order-event.js'
 import type { OrderStore } from './order-store.js'
 import { SqlSink } from './sql-sink.js'
 import { SinkUnavailableError } from './stream-consumer.js'
+import type { UnitReturns } from './unit-returns.js'
 
 const SET_STATUS = Script.fromFile(new URL('./scripts/set-status.lua', import.meta.url))
 const DEAD_LETTER = Script.fromFile(new URL('./scripts/dead-letter.lua', import.meta.url))
@@ -34,6 +35,8 @@ export interface AmqpOrderConsumerOptions {
   maxDeliveries?: number
   /** Messages handled at once (SQL connections used); prefetch is twice this. @defaultValue 8 */
   concurrency?: number
+  /** Gives back the units of orders that failed holding one (see SqlSink). */
+  returns?: UnitReturns
   onError?: (err: unknown) => void
 }
 
@@ -63,8 +66,8 @@ export class MalformedOrderMessageError extends ServiceError {
  *   `flash_sale_dead_letters_total`, then acked: never dropped, never handled twice.
  */
 export class AmqpOrderConsumer {
-  readonly #o: Required<Omit<AmqpOrderConsumerOptions, 'metrics' | 'onError'>> &
-    Pick<AmqpOrderConsumerOptions, 'metrics' | 'onError'>
+  readonly #o: Required<Omit<AmqpOrderConsumerOptions, 'metrics' | 'onError' | 'returns'>> &
+    Pick<AmqpOrderConsumerOptions, 'metrics' | 'onError' | 'returns'>
   readonly #dead: Publisher
   readonly #sink: SqlSink
   readonly #failures = new Map<string, number>()
@@ -79,7 +82,13 @@ export class AmqpOrderConsumer {
     this.#o = { ...DEFAULT_AMQP_CONSUMER_OPTIONS, ...options }
     this.#dead = options.connection.createPublisher({ confirm: true, queues: options.queues.declarations })
     // The same sink as the stream worker's, one message at a time (the broker's concurrency).
-    this.#sink = new SqlSink({ orders: options.orders, metrics: options.metrics, strategy: this.#o.strategy })
+    this.#sink = new SqlSink({
+      orders: options.orders,
+      metrics: options.metrics,
+      strategy: this.#o.strategy,
+      returns: options.returns,
+      onError: options.onError,
+    })
   }
 
   start(): void {

@@ -1,6 +1,14 @@
 import type pg from 'pg'
-import { type Db, inTransaction, isUniqueViolation } from '../db/database.js'
+import { type Db, inTransaction } from '../db/database.js'
+import {
+  type FailureReason,
+  type OrderStatus,
+  type ReturnReason,
+  returnsUnit,
+} from '../domain/order-states.js'
+import { insufficientFunds, RefusedError } from '../domain/refusals.js'
 import type { OrderEvent } from './order-event.js'
+import { type ChargeResult, chargeOnce, ensureWallets } from './wallets.js'
 
 /**
  * Every SQL statement on orders, payments and wallets, and on the `sold` counter and the
@@ -10,10 +18,17 @@ import type { OrderEvent } from './order-event.js'
  */
 
 export type PersistOutcome =
+  /** Instant sale: persisted and charged once (paid). */
   | { kind: 'confirmed' }
-  /** Already written by an earlier delivery (a worker died before XACK): nothing changed. */
-  | { kind: 'duplicate'; status: 'confirmed' | 'failed' }
-  | { kind: 'failed'; reason: 'stale_round' | 'sold_out_in_sql' | 'duplicate_unit' }
+  /** Hold sale: persisted as reserved until `pay_by`, not charged (POST /v1/orders/:id/pay). */
+  | { kind: 'reserved' }
+  /**
+   * Already written by an earlier delivery (a worker died before XACK): nothing changed.
+   * `returnPending`: the order failed and its unit is still to be given back (the earlier
+   * delivery died before the return, or Redis was down): the caller gives it again (idempotent).
+   */
+  | { kind: 'duplicate'; status: OrderStatus; returnPending?: Extract<FailureReason, ReturnReason> }
+  | { kind: 'failed'; reason: FailureReason }
 
 /** A sale as a checkout in SQL sees it (the `redlock` strategy). */
 export interface SaleRow {
@@ -26,13 +41,21 @@ export interface SaleRow {
   ended: boolean
 }
 
-/** The SQL side of a sale's counts. */
+/** The SQL side of a sale's counts (this round). */
 export interface SqlSaleCounts {
   round: number
   stock_total: number
   sold: number
+  /** Orders that hold a unit (confirmed, reserved, paid). */
   confirmed: number
+  /** Orders ended without a unit whose unit is not back in Redis (see SaleCounts.failed). */
   failed: number
+  /** sales.returned. */
+  returned: number
+  /** Orders whose unit return is pending. */
+  returns_pending: number
+  /** Orders whose unit return is done. */
+  returns_done: number
 }
 
 /** A stored answer of an Idempotency-Key (redlock strategy): the order, or the refusal as sent. */
@@ -47,24 +70,12 @@ const SALE_SQL = `SELECT s.round, s.stock_total, s.sold, s.per_user_limit, p.pri
 
 type Queryable = Pick<pg.PoolClient, 'query'>
 
-/** One payment per order (primary key) and the wallet's running total, in the caller's transaction. */
-async function charge(c: Queryable, orderId: string, userId: string, amountCents: number): Promise<void> {
-  await c.query('INSERT INTO payments (order_id, user_id, amount_cents) VALUES ($1, $2, $3)', [
-    orderId,
-    userId,
-    amountCents,
-  ])
-  await c.query(
-    `INSERT INTO wallets (user_id, charged_cents, charges) VALUES ($1, $2, 1)
-     ON CONFLICT (user_id) DO UPDATE
-     SET charged_cents = wallets.charged_cents + EXCLUDED.charged_cents, charges = wallets.charges + 1`,
-    [userId, amountCents],
-  )
-}
-
 /** The statements of the `redlock` checkout, inside its one transaction. */
 export class CheckoutTx {
-  constructor(readonly c: Queryable) {}
+  constructor(
+    readonly c: Queryable,
+    readonly defaultWalletCents = 0,
+  ) {}
 
   async sale(productId: string): Promise<SaleRow | undefined> {
     return (await this.c.query<SaleRow>(SALE_SQL, [productId])).rows[0]
@@ -85,7 +96,12 @@ export class CheckoutTx {
     return ((await this.c.query(statement.text, [...statement.values])).rowCount ?? 0) > 0
   }
 
-  /** A confirmed order and its one payment. */
+  /**
+   * A confirmed order and its one payment, charged with the guard (wallets.ts chargeOnce: the
+   * balance check and the debit are one statement, in this transaction). A wallet that does not
+   * cover the price throws RefusedError(INSUFFICIENT_FUNDS): the transaction rolls back, so the
+   * order, the charge and the `sold` unit taken before it are all undone.
+   */
   async confirm(o: {
     orderId: string
     productId: string
@@ -100,76 +116,83 @@ export class CheckoutTx {
        VALUES ($1, $2, $3, $4, $5, $6, 'confirmed', $7, now())`,
       [o.orderId, o.productId, o.round, o.userId, o.unitNo, o.priceCents, o.strategy],
     )
-    await charge(this.c, o.orderId, o.userId, o.priceCents)
+    const charged = await chargeOnce(
+      this.c,
+      { orderId: o.orderId, userId: o.userId, amountCents: o.priceCents },
+      this.defaultWalletCents,
+    )
+    this.onCharge?.(charged)
+    if (charged === 'insufficient_funds') throw new RefusedError(insufficientFunds(o.productId, o.priceCents))
   }
+
+  /** Told each charge's result (flash_sale_payments_total). */
+  onCharge: ((result: ChargeResult) => void) | undefined
+}
+
+export interface OrderStoreOptions {
+  /** The balance of a user without a wallet, in cents (DEFAULT_WALLET_BALANCE). @defaultValue 0 */
+  defaultWalletCents?: number
+  /** Told each charge's result (flash_sale_payments_total), `units` at a time. */
+  onCharge?: (result: ChargeResult, units: number) => void
+}
+
+/** A fresh order's fate once its sale and wallet were looked at (persistBatch). */
+type Decision =
+  | { kind: 'confirmed' }
+  | { kind: 'reserved'; holdSeconds: number }
+  | { kind: 'failed'; reason: FailureReason }
+
+interface SaleLock {
+  round: number
+  stock_total: number
+  sold: number
+  payment: 'instant' | 'hold'
+  hold_seconds: number | null
 }
 
 export class OrderStore {
-  constructor(readonly db: Db) {}
-
-  /**
-   * Writes one reserved order exactly once, in one transaction: the order row (its id is the
-   * primary key, so a redelivered event changes nothing), the sale's `sold` counter only while it
-   * stays within the stock (the second guard against overselling), and one charge of the user's
-   * wallet (payments' primary key is the order id). Safe to call any number of times, from any
-   * worker.
-   */
-  async persistReserved(ev: OrderEvent, strategy: string): Promise<PersistOutcome> {
-    try {
-      return await inTransaction(this.db, async (c) => {
-        const inserted = await c.query(
-          `INSERT INTO orders (order_id, product_id, round, user_id, unit_no, price_cents, status, strategy, reserved_at)
-           VALUES ($1, $2, $3, $4, $5, $6, 'confirmed', $7, to_timestamp($8::double precision / 1000))
-           ON CONFLICT (order_id) DO NOTHING RETURNING order_id`,
-          [ev.orderId, ev.productId, ev.round, ev.userId, ev.unit, ev.priceCents, strategy, ev.reservedAtMs],
-        )
-        if (inserted.rowCount === 0) {
-          const prior = await c.query<{ status: 'confirmed' | 'failed' }>(
-            'SELECT status FROM orders WHERE order_id = $1',
-            [ev.orderId],
-          )
-          return { kind: 'duplicate', status: prior.rows[0]?.status ?? 'failed' } as const
-        }
-        const sold = await c.query(
-          `UPDATE sales SET sold = sold + 1, updated_at = now()
-           WHERE product_id = $1 AND round = $2 AND sold < stock_total RETURNING sold`,
-          [ev.productId, ev.round],
-        )
-        if (sold.rowCount === 0) {
-          const sale = await c.query<{ round: number }>('SELECT round FROM sales WHERE product_id = $1', [
-            ev.productId,
-          ])
-          const reason = sale.rows[0]?.round === ev.round ? 'sold_out_in_sql' : 'stale_round'
-          await c.query(`UPDATE orders SET status = 'failed', failure_reason = $2 WHERE order_id = $1`, [
-            ev.orderId,
-            reason,
-          ])
-          return { kind: 'failed', reason } as const
-        }
-        await charge(c, ev.orderId, ev.userId, ev.priceCents)
-        return { kind: 'confirmed' } as const
-      })
-    } catch (err) {
-      // The user's n-th unit of this round is already confirmed under another order id: Redis lost
-      // the buyer record (failover) and sold twice to one user. Record the order as failed.
-      if (!isUniqueViolation(err, 'orders_one_unit_per_user')) throw err
-      await this.db.query(
-        `INSERT INTO orders (order_id, product_id, round, user_id, unit_no, price_cents, status, failure_reason, strategy)
-         VALUES ($1, $2, $3, $4, $5, $6, 'failed', 'duplicate_unit', $7) ON CONFLICT (order_id) DO NOTHING`,
-        [ev.orderId, ev.productId, ev.round, ev.userId, ev.unit, ev.priceCents, strategy],
-      )
-      return { kind: 'failed', reason: 'duplicate_unit' }
-    }
+  readonly defaultWalletCents: number
+  constructor(
+    readonly db: Db,
+    readonly options: OrderStoreOptions = {},
+  ) {
+    this.defaultWalletCents = options.defaultWalletCents ?? 0
   }
 
   /**
-   * persistReserved for a batch of one sale's events, in one transaction and a handful of
+   * Writes one reserved order exactly once: persistBatch of one event (the one-by-one fallback
+   * of SqlSink, when a batch's transaction failed on a poison event). Same outcomes, same
+   * guards, same idempotency.
+   */
+  async persistReserved(ev: OrderEvent, strategy: string): Promise<PersistOutcome> {
+    return (await this.persistBatch([ev], strategy))[0]!
+  }
+
+  /**
+   * Persists a batch of order events exactly once, in one transaction and a handful of
    * statements whatever its size (issue 15: one transaction per order capped the worker at ~260
-   * orders/s): the orders in one multi-row INSERT … ON CONFLICT DO NOTHING, one guarded `sold`
-   * update per round of the batch (the units go to the events in stream order), the failures in
-   * one UPDATE, payments and wallet totals in one statement each. Outcomes are those of
-   * persistReserved, event by event, in the order given. Any error rolls the whole batch back;
-   * the caller then persists it event by event, so one bad event fails alone.
+   * orders/s). Outcomes come event by event, in the order given; any error rolls the whole batch
+   * back (the caller then persists it event by event, so one bad event fails alone).
+   *
+   * - The orders go in with one multi-row INSERT … ON CONFLICT DO NOTHING: a redelivered event
+   *   finds its order (`duplicate`); an event refused by the one-unit-per-user index is a unit
+   *   Redis reserved twice for one user (a failover lost the buyer record): `duplicate_unit`.
+   * - Each sale's row is locked (FOR UPDATE): its round, stock, `sold` and payment mode decide
+   *   the new orders in stream order. A unit SQL does not have fails `sold_out_in_sql` (Redis's
+   *   count was too high after a failover); another round's event `stale_round`.
+   * - Instant sales charge in the same transaction, with the guard (issue 16): the batch's wallet
+   *   rows are locked FOR UPDATE in user_id order (two workers' batches cannot deadlock), each
+   *   event is decided against the balance left by the events before it, then one UPDATE debits
+   *   and one INSERT records the payments. No balance is read in one transaction and written in
+   *   another: the row lock holds from the check to the commit. An order the wallet cannot pay
+   *   fails `INSUFFICIENT_FUNDS` and does not take `sold`.
+   * - Hold sales (sales.payment = 'hold'): the order is `reserved` until reserved_at +
+   *   hold_seconds, takes `sold`, and is not charged (pay/cancel/expiry settle it later).
+   * - Orders that failed holding a unit of Redis (INSUFFICIENT_FUNDS, duplicate_unit) are marked
+   *   unit_return = 'pending': the caller gives the unit back after the commit (UnitReturns).
+   *
+   * strategy 'naive' charges with the naive wallet instead (see #naiveBalances): kept, like the
+   * naive stock, to show the lost update the guard prevents.
    */
   async persistBatch(events: readonly OrderEvent[], strategy: string): Promise<PersistOutcome[]> {
     if (events.length === 0) return []
@@ -195,21 +218,36 @@ export class OrderStore {
       )
       const fresh = new Set(inserted.rows.map((r) => r.order_id))
       const outcomes = new Map<string, PersistOutcome>()
-      // Not inserted: written by an earlier delivery (the order id exists), or refused by the
-      // one-unit-per-user index (Redis lost the buyer record and sold the user a unit twice).
       const others = ids.filter((id) => !fresh.has(id))
       if (others.length > 0) {
-        const prior = await c.query<{ order_id: string; status: 'confirmed' | 'failed' }>(
-          'SELECT order_id, status FROM orders WHERE order_id = ANY($1)',
-          [others],
-        )
-        for (const row of prior.rows) outcomes.set(row.order_id, { kind: 'duplicate', status: row.status })
+        const prior = await c.query<{
+          order_id: string
+          status: OrderStatus
+          failure_reason: FailureReason | null
+          unit_return: string | null
+        }>('SELECT order_id, status, failure_reason, unit_return FROM orders WHERE order_id = ANY($1)', [
+          others,
+        ])
+        for (const row of prior.rows) {
+          const reason = row.failure_reason
+          const pending =
+            row.status === 'failed' && row.unit_return === 'pending' && reason !== null && returnsUnit(reason)
+          outcomes.set(
+            row.order_id,
+            pending
+              ? { kind: 'duplicate', status: row.status, returnPending: reason }
+              : { kind: 'duplicate', status: row.status },
+          )
+        }
         const twice = events.filter((e) => !fresh.has(e.orderId) && !outcomes.has(e.orderId))
         if (twice.length > 0) {
           await c.query(
-            `INSERT INTO orders (order_id, product_id, round, user_id, unit_no, price_cents, status, failure_reason, strategy)
-             SELECT x.o, x.p, x.r, x.u, x.n, x.c, 'failed', 'duplicate_unit', $7
-             FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::bigint[]) AS x(o, p, r, u, n, c)
+            `INSERT INTO orders (order_id, product_id, round, user_id, unit_no, price_cents, status, failure_reason,
+               strategy, reserved_at, ended_at, unit_return)
+             SELECT x.o, x.p, x.r, x.u, x.n, x.c, 'failed', 'duplicate_unit', $8,
+               to_timestamp(x.t::double precision / 1000), now(), 'pending'
+             FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::bigint[], $7::bigint[])
+               AS x(o, p, r, u, n, c, t)
              ON CONFLICT (order_id) DO NOTHING`,
             [
               twice.map((e) => e.orderId),
@@ -218,69 +256,92 @@ export class OrderStore {
               twice.map((e) => e.userId),
               twice.map((e) => e.unit),
               twice.map((e) => e.priceCents),
+              twice.map((e) => e.reservedAtMs),
               strategy,
             ],
           )
           for (const e of twice) outcomes.set(e.orderId, { kind: 'failed', reason: 'duplicate_unit' })
         }
       }
-      // The second guard: per (sale, round), as many units as the stock still allows, given to
-      // the new orders in stream order; the rest fail (sold out in SQL, or a reset's old round).
-      const confirmed: OrderEvent[] = []
-      const failed: { id: string; reason: 'stale_round' | 'sold_out_in_sql' }[] = []
-      const byRound = new Map<string, OrderEvent[]>()
+      const decisions = new Map<string, Decision>()
+      const byProduct = new Map<string, OrderEvent[]>()
       for (const e of events) {
         if (!fresh.has(e.orderId)) continue
-        const k = `${e.productId}\u0000${e.round}`
-        const list = byRound.get(k) ?? []
+        const list = byProduct.get(e.productId) ?? []
         list.push(e)
-        byRound.set(k, list)
+        byProduct.set(e.productId, list)
       }
-      for (const list of byRound.values()) {
-        const { productId, round } = list[0]!
-        const granted = await c.query<{ granted: number }>(
-          `WITH s AS (SELECT sold, stock_total FROM sales WHERE product_id = $1 AND round = $2 FOR UPDATE)
-           UPDATE sales SET sold = LEAST(s.stock_total, s.sold + $3), updated_at = now() FROM s
-           WHERE sales.product_id = $1 AND sales.round = $2
-           RETURNING sales.sold - s.sold AS granted`,
-          [productId, round, list.length],
-        )
-        const n = granted.rows[0]?.granted ?? 0
-        const reason = granted.rowCount === 0 ? 'stale_round' : 'sold_out_in_sql'
-        for (const [i, e] of list.entries()) {
-          if (i < n) confirmed.push(e)
-          else failed.push({ id: e.orderId, reason })
+      const charges: OrderEvent[] = []
+      // Balances as the batch leaves them, across its sales (a user in two sales of one batch).
+      const balances = new Map<string, number>()
+      // Sales in a fixed order too (a batch holds one sale in practice; any number stays safe).
+      for (const productId of [...byProduct.keys()].sort()) {
+        const list = byProduct.get(productId)!
+        const sale = (
+          await c.query<SaleLock>(
+            'SELECT round, stock_total, sold, payment, hold_seconds FROM sales WHERE product_id = $1 FOR UPDATE',
+            [productId],
+          )
+        ).rows[0]
+        const current = sale ? list.filter((e) => e.round === sale.round) : []
+        const hold = sale?.payment === 'hold'
+        const unseen = hold ? [] : current.filter((e) => !balances.has(e.userId))
+        if (unseen.length > 0) {
+          const read =
+            strategy === 'naive'
+              ? await this.#naiveBalances(c, unseen)
+              : await this.#lockedBalances(c, unseen)
+          for (const [u, b] of read) balances.set(u, b)
+        }
+        let sold = sale?.sold ?? 0
+        for (const e of list) {
+          let d: Decision
+          if (!sale || e.round !== sale.round) d = { kind: 'failed', reason: 'stale_round' }
+          else if (sold >= sale.stock_total) d = { kind: 'failed', reason: 'sold_out_in_sql' }
+          else if (hold) d = { kind: 'reserved', holdSeconds: sale.hold_seconds ?? 0 }
+          else {
+            const balance = balances.get(e.userId) ?? 0
+            if (balance < e.priceCents) d = { kind: 'failed', reason: 'INSUFFICIENT_FUNDS' }
+            else {
+              balances.set(e.userId, balance - e.priceCents)
+              charges.push(e)
+              d = { kind: 'confirmed' }
+            }
+          }
+          if (d.kind !== 'failed') sold++
+          decisions.set(e.orderId, d)
+        }
+        if (sale && sold > sale.sold) {
+          await c.query('UPDATE sales SET sold = $2, updated_at = now() WHERE product_id = $1', [
+            productId,
+            sold,
+          ])
         }
       }
-      if (failed.length > 0) {
+      const ended = [...decisions.entries()].filter(([, d]) => d.kind !== 'confirmed')
+      if (ended.length > 0) {
         await c.query(
-          `UPDATE orders SET status = 'failed', failure_reason = x.reason
-           FROM unnest($1::text[], $2::text[]) AS x(o, reason) WHERE orders.order_id = x.o`,
-          [failed.map((f) => f.id), failed.map((f) => f.reason)],
-        )
-        for (const f of failed) outcomes.set(f.id, { kind: 'failed', reason: f.reason })
-      }
-      if (confirmed.length > 0) {
-        await c.query(
-          `INSERT INTO payments (order_id, user_id, amount_cents)
-           SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])`,
+          `UPDATE orders SET status = x.s, failure_reason = x.reason, unit_return = x.ret,
+             pay_by = CASE WHEN x.s = 'reserved' THEN reserved_at + make_interval(secs => x.hold) END,
+             ended_at = CASE WHEN x.s = 'failed' THEN now() END
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[]) AS x(o, s, reason, ret, hold)
+           WHERE orders.order_id = x.o`,
           [
-            confirmed.map((e) => e.orderId),
-            confirmed.map((e) => e.userId),
-            confirmed.map((e) => e.priceCents),
+            ended.map(([id]) => id),
+            ended.map(([, d]) => (d.kind === 'reserved' ? 'reserved' : 'failed')),
+            ended.map(([, d]) => (d.kind === 'failed' ? d.reason : null)),
+            ended.map(([, d]) => (d.kind === 'failed' && returnsUnit(d.reason) ? 'pending' : null)),
+            ended.map(([, d]) => (d.kind === 'reserved' ? d.holdSeconds : 0)),
           ],
         )
-        // Users in a fixed order, so that two workers' batches lock wallet rows in the same order.
-        await c.query(
-          `INSERT INTO wallets (user_id, charged_cents, charges)
-           SELECT x.u, sum(x.a), count(*) FROM unnest($1::text[], $2::bigint[]) AS x(u, a)
-           GROUP BY x.u ORDER BY x.u
-           ON CONFLICT (user_id) DO UPDATE
-           SET charged_cents = wallets.charged_cents + EXCLUDED.charged_cents, charges = wallets.charges + EXCLUDED.charges`,
-          [confirmed.map((e) => e.userId), confirmed.map((e) => e.priceCents)],
-        )
-        for (const e of confirmed) outcomes.set(e.orderId, { kind: 'confirmed' })
       }
+      if (charges.length > 0) await this.#debit(c, charges, strategy === 'naive' ? balances : undefined)
+      for (const [id, d] of decisions) {
+        outcomes.set(id, d.kind === 'failed' ? { kind: 'failed', reason: d.reason } : { kind: d.kind })
+      }
+      const refused = ended.filter(([, d]) => d.kind === 'failed' && d.reason === 'INSUFFICIENT_FUNDS')
+      if (charges.length > 0) this.options.onCharge?.('charged', charges.length)
+      if (refused.length > 0) this.options.onCharge?.('insufficient_funds', refused.length)
       return events.map((e) => {
         const outcome = outcomes.get(e.orderId)
         if (outcome === undefined)
@@ -290,6 +351,83 @@ export class OrderStore {
     })
   }
 
+  /**
+   * The guarded wallet: the batch's wallets (created with the default balance if new), locked
+   * FOR UPDATE in user_id order until the transaction ends. Balances read under the lock cannot
+   * change before the debit is written: the check and the debit are one critical section.
+   */
+  async #lockedBalances(c: Queryable, events: readonly OrderEvent[]): Promise<Map<string, number>> {
+    const users = [...new Set(events.map((e) => e.userId))].sort()
+    await ensureWallets(c, users, this.defaultWalletCents)
+    const r = await c.query<{ user_id: string; balance_cents: string }>(
+      'SELECT user_id, balance_cents FROM wallets WHERE user_id = ANY($1) ORDER BY user_id FOR UPDATE',
+      [users],
+    )
+    return new Map(r.rows.map((row) => [row.user_id, Number(row.balance_cents)]))
+  }
+
+  /**
+   * The naive wallet (strategy 'naive' only), for contrast, as the naive stock is kept: the
+   * balance is read without a lock, and the debit written later as "balance = what I read −
+   * price". Two transactions that read the same balance both pass the check, and the second
+   * write overwrites the first: two payments, one debit (the source articles' double charge).
+   * The wallets' CHECK (balance >= 0) never fires: each write is what one reader thought was left.
+   */
+  async #naiveBalances(c: Queryable, events: readonly OrderEvent[]): Promise<Map<string, number>> {
+    const users = [...new Set(events.map((e) => e.userId))].sort()
+    await ensureWallets(c, users, this.defaultWalletCents)
+    const r = await c.query<{ user_id: string; balance_cents: string }>(
+      'SELECT user_id, balance_cents FROM wallets WHERE user_id = ANY($1)',
+      [users],
+    )
+    return new Map(r.rows.map((row) => [row.user_id, Number(row.balance_cents)]))
+  }
+
+  /**
+   * One debit per wallet and one payment per order, for the orders decided `confirmed`. Guarded:
+   * balance − what this batch charges, on rows locked since the check. Naive (`naiveLeft`): the
+   * balance the naive code computed from its unlocked read, written as is.
+   */
+  async #debit(
+    c: Queryable,
+    charges: readonly OrderEvent[],
+    naiveLeft: ReadonlyMap<string, number> | undefined,
+  ): Promise<void> {
+    const perUser = new Map<string, { cents: number; n: number }>()
+    for (const e of charges) {
+      const t = perUser.get(e.userId) ?? { cents: 0, n: 0 }
+      t.cents += e.priceCents
+      t.n++
+      perUser.set(e.userId, t)
+    }
+    const users = [...perUser.keys()].sort()
+    if (naiveLeft) {
+      // The row locks in user order only so that two naive batches cannot deadlock: the balance
+      // was read before, without them, which is the defect.
+      await c.query('SELECT 1 FROM wallets WHERE user_id = ANY($1) ORDER BY user_id FOR UPDATE', [users])
+    }
+    await c.query(
+      naiveLeft
+        ? `UPDATE wallets w SET balance_cents = x.b, charged_cents = w.charged_cents + x.a,
+             charges = w.charges + x.n, updated_at = now()
+           FROM unnest($1::text[], $2::bigint[], $3::int[], $4::bigint[]) AS x(u, a, n, b) WHERE w.user_id = x.u`
+        : `UPDATE wallets w SET balance_cents = w.balance_cents - x.a, charged_cents = w.charged_cents + x.a,
+             charges = w.charges + x.n, updated_at = now()
+           FROM unnest($1::text[], $2::bigint[], $3::int[]) AS x(u, a, n) WHERE w.user_id = x.u`,
+      [
+        users,
+        users.map((u) => perUser.get(u)!.cents),
+        users.map((u) => perUser.get(u)!.n),
+        ...(naiveLeft ? [users.map((u) => naiveLeft.get(u) ?? 0)] : []),
+      ],
+    )
+    await c.query(
+      `INSERT INTO payments (order_id, user_id, amount_cents)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])`,
+      [charges.map((e) => e.orderId), charges.map((e) => e.userId), charges.map((e) => e.priceCents)],
+    )
+  }
+
   /** The sale as a checkout sees it, outside any transaction (answers that cannot change back). */
   async sale(productId: string): Promise<SaleRow | undefined> {
     return new CheckoutTx(this.db).sale(productId)
@@ -297,7 +435,11 @@ export class OrderStore {
 
   /** Runs the `redlock` checkout's statements in one transaction. */
   checkout<T>(fn: (tx: CheckoutTx) => Promise<T>): Promise<T> {
-    return inTransaction(this.db, (c) => fn(new CheckoutTx(c)))
+    return inTransaction(this.db, (c) => {
+      const tx = new CheckoutTx(c, this.defaultWalletCents)
+      tx.onCharge = (result) => this.options.onCharge?.(result, 1)
+      return fn(tx)
+    })
   }
 
   async remaining(productId: string): Promise<number | undefined> {
@@ -364,21 +506,30 @@ export class OrderStore {
   // Reading the books.
 
   async saleCounts(productId: string): Promise<SqlSaleCounts | undefined> {
-    const r = await this.db.query<{
-      round: number
-      stock_total: number
-      sold: number
-      confirmed: string
-      failed: string
-    }>(
-      `SELECT s.round, s.stock_total, s.sold,
-         (SELECT count(*) FROM orders o WHERE o.product_id = s.product_id AND o.round = s.round AND o.status = 'confirmed') AS confirmed,
-         (SELECT count(*) FROM orders o WHERE o.product_id = s.product_id AND o.round = s.round AND o.status = 'failed') AS failed
-       FROM sales s WHERE s.product_id = $1`,
+    const r = await this.db.query<Record<keyof SqlSaleCounts, number | string>>(
+      `SELECT s.round, s.stock_total, s.sold, s.returned, c.confirmed, c.failed, c.returns_pending, c.returns_done
+       FROM sales s, LATERAL (
+         SELECT count(*) FILTER (WHERE o.status IN ('confirmed', 'reserved', 'paid')) AS confirmed,
+           count(*) FILTER (WHERE o.status IN ('failed', 'cancelled', 'expired')
+             AND o.unit_return IS DISTINCT FROM 'done') AS failed,
+           count(*) FILTER (WHERE o.unit_return = 'pending') AS returns_pending,
+           count(*) FILTER (WHERE o.unit_return = 'done') AS returns_done
+         FROM orders o WHERE o.product_id = s.product_id AND o.round = s.round) c
+       WHERE s.product_id = $1`,
       [productId],
     )
     const s = r.rows[0]
-    return s && { ...s, confirmed: Number(s.confirmed), failed: Number(s.failed) }
+    if (!s) return undefined
+    return {
+      round: Number(s.round),
+      stock_total: Number(s.stock_total),
+      sold: Number(s.sold),
+      confirmed: Number(s.confirmed),
+      failed: Number(s.failed),
+      returned: Number(s.returned),
+      returns_pending: Number(s.returns_pending),
+      returns_done: Number(s.returns_done),
+    }
   }
 
   async sales(): Promise<{ product_id: string; per_user_limit: number; sold: number }[]> {
@@ -389,29 +540,83 @@ export class OrderStore {
     ).rows
   }
 
-  /** Payments of a round, users over the limit, and payments of orders that are not confirmed. */
+  /**
+   * Payments of a round, users over the limit, orders that should have one payment and do not,
+   * and payments of orders that should have none (global).
+   */
   async money(productId: string, round: number, perUserLimit: number) {
     const r = await this.db.query<{
       payments: string
       paid: string | null
+      payable: string
+      unpaid: string
       over_limit: string
       bad_payments: string
     }>(
       `SELECT
          (SELECT count(*) FROM payments pay JOIN orders o USING (order_id) WHERE o.product_id = $1 AND o.round = $2) AS payments,
          (SELECT sum(pay.amount_cents) FROM payments pay JOIN orders o USING (order_id) WHERE o.product_id = $1 AND o.round = $2) AS paid,
-         (SELECT count(*) FROM (SELECT user_id FROM orders WHERE product_id = $1 AND round = $2 AND status = 'confirmed'
-            GROUP BY user_id HAVING count(*) > $3) u) AS over_limit,
-         (SELECT count(*) FROM payments pay JOIN orders o USING (order_id) WHERE o.status <> 'confirmed') AS bad_payments`,
+         (SELECT count(*) FROM orders WHERE product_id = $1 AND round = $2 AND status IN ('confirmed', 'paid')) AS payable,
+         (SELECT count(*) FROM orders o WHERE o.product_id = $1 AND o.round = $2 AND o.status IN ('confirmed', 'paid')
+            AND NOT EXISTS (SELECT 1 FROM payments pay WHERE pay.order_id = o.order_id)) AS unpaid,
+         (SELECT count(*) FROM (SELECT user_id FROM orders WHERE product_id = $1 AND round = $2
+            AND status IN ('confirmed', 'reserved', 'paid') GROUP BY user_id HAVING count(*) > $3) u) AS over_limit,
+         (SELECT count(*) FROM payments pay JOIN orders o USING (order_id) WHERE o.status NOT IN ('confirmed', 'paid')) AS bad_payments`,
       [productId, round, perUserLimit],
     )
     const m = r.rows[0]!
     return {
       payments: Number(m.payments),
       paidCents: Number(m.paid ?? 0),
+      /** Orders that must have exactly one payment (confirmed, paid). */
+      payable: Number(m.payable),
+      /** Of those, the ones without a payment. */
+      unpaid: Number(m.unpaid),
       overLimit: Number(m.over_limit),
       badPayments: Number(m.bad_payments),
     }
+  }
+
+  /**
+   * The wallets' books: balance = funded − charged + refunded for every wallet, none below zero
+   * (a few of the wallets that drift are named).
+   */
+  async walletBooks(): Promise<{
+    wallets: number
+    drifting: string[]
+    driftCount: number
+    negative: number
+  }> {
+    const r = await this.db.query<{
+      wallets: string
+      drift: string
+      negative: string
+      examples: string[] | null
+    }>(
+      `SELECT count(*) AS wallets,
+         count(*) FILTER (WHERE balance_cents <> funded_cents - charged_cents + refunded_cents) AS drift,
+         count(*) FILTER (WHERE balance_cents < 0) AS negative,
+         (SELECT array_agg(x) FROM (SELECT user_id || ': balance ' || balance_cents || ' ≠ funded ' || funded_cents
+            || ' − charged ' || charged_cents || ' + refunded ' || refunded_cents || ' (cents)' AS x
+            FROM wallets WHERE balance_cents <> funded_cents - charged_cents + refunded_cents
+            ORDER BY user_id LIMIT 5) e) AS examples
+       FROM wallets`,
+    )
+    const row = r.rows[0]!
+    return {
+      wallets: Number(row.wallets),
+      driftCount: Number(row.drift),
+      drifting: row.examples ?? [],
+      negative: Number(row.negative),
+    }
+  }
+
+  /** Wallets below zero (flash_sale_wallet_balance_negative; never above 0 while the CHECK holds). */
+  async negativeWallets(): Promise<number> {
+    const r = await this.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM wallets WHERE balance_cents < 0',
+    )
+    return r.rows[0]?.n ?? 0
   }
 
   /** Every wallet's charges against every payment. */

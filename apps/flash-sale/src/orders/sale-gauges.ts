@@ -24,7 +24,8 @@ export async function groupBacklog(redis: RedisClient, productId: string, group 
 
 /**
  * The worker's periodic view of each sale: stream pending and lag, stock remaining, and the drift
- * between Redis and SQL once the queue is drained (reserved − confirmed − failed; 0 when sound).
+ * between Redis and SQL once the queue is drained (stock − sold − remaining − returns pending −
+ * dead letters; 0 when sound), and the wallets below zero.
  */
 export async function updateSaleGauges(
   redis: RedisClient,
@@ -43,8 +44,14 @@ export async function updateSaleGauges(
     if (stock.remaining !== undefined) metrics.stockRemaining.set({ product_id: productId }, stock.remaining)
     if (backlog.pending === 0 && backlog.lag === 0) {
       const counts = await saleCounts(orders, productId, stock)
+      // reconcile's unit check: stock_total − (sold + remaining + returns pending + dead letters).
       if (counts)
-        metrics.drift.set({ product_id: productId }, counts.reserved - counts.persisted - counts.failed)
+        metrics.drift.set(
+          { product_id: productId },
+          counts.reserved - counts.persisted - counts.returns_pending - stock.deadLettered,
+        )
     }
   }
+  // No wallet below zero (the CHECK forbids it; the gauge says it is so).
+  metrics.walletBalanceNegative.set(await orders.negativeWallets())
 }

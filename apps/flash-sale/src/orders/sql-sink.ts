@@ -1,7 +1,9 @@
 import { isSqlOutage } from '../db/database.js'
+import { returnsUnit } from '../domain/order-states.js'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
 import type { OrderStore, PersistOutcome } from './order-store.js'
 import { type OrderSink, type SinkEntry, type SinkResult, SinkUnavailableError } from './stream-consumer.js'
+import type { PendingReturn, UnitReturns } from './unit-returns.js'
 
 export interface SqlSinkOptions {
   orders: OrderStore
@@ -10,6 +12,14 @@ export interface SqlSinkOptions {
   concurrency?: number
   /** What the order row records as its strategy. @defaultValue 'lua' */
   strategy?: string
+  /**
+   * Where the units of orders that failed holding one (INSUFFICIENT_FUNDS, duplicate_unit) go
+   * back to the sale, once the batch is committed. Without it they stay `pending` in SQL until a
+   * resumePending() finds them.
+   */
+  returns?: UnitReturns
+  /** A return that could not be made now (Redis down…): it stays pending, resumed later. */
+  onError?: (err: unknown) => void
 }
 
 /**
@@ -21,7 +31,8 @@ export interface SqlSinkOptions {
  * again as a duplicate on the retry.
  */
 export class SqlSink implements OrderSink {
-  readonly #o: Required<Omit<SqlSinkOptions, 'metrics'>> & Pick<SqlSinkOptions, 'metrics'>
+  readonly #o: Required<Omit<SqlSinkOptions, 'metrics' | 'returns' | 'onError'>> &
+    Pick<SqlSinkOptions, 'metrics' | 'returns' | 'onError'>
 
   constructor(options: SqlSinkOptions) {
     this.#o = { concurrency: 8, strategy: 'lua', ...options }
@@ -37,13 +48,52 @@ export class SqlSink implements OrderSink {
       this.#o.metrics?.sqlBatchSize.observe(entries.length)
     } catch (err) {
       if (isSqlOutage(err)) throw new SinkUnavailableError('SQL', err)
-      return this.#oneByOne(entries)
+      const { results, outcomes } = await this.#oneByOne(entries)
+      await this.#giveBack(entries, outcomes)
+      return results
     }
-    return entries.map((e, i) => this.#settle(e, outcomes[i]!))
+    const results = entries.map((e, i) => this.#settle(e, outcomes[i]!))
+    await this.#giveBack(
+      entries,
+      entries.map((_, i) => outcomes[i]),
+    )
+    return results
   }
 
-  async #oneByOne(entries: readonly SinkEntry[]): Promise<SinkResult[]> {
+  /**
+   * After the commit: the units of orders that failed holding one go back to the sale in Redis
+   * (UnitReturns, once per order however often asked), and so do those of redelivered events
+   * whose earlier delivery died before the return. Before the events are acknowledged, so a
+   * worker killed here leaves the events pending and the returns pending: both are done again.
+   * A return that fails now (Redis down) stays pending in SQL for resumePending().
+   */
+  async #giveBack(entries: readonly SinkEntry[], outcomes: readonly (PersistOutcome | undefined)[]) {
+    const returns = this.#o.returns
+    if (!returns) return
+    const bySale = new Map<string, PendingReturn[]>()
+    for (const [i, { event }] of entries.entries()) {
+      const o = outcomes[i]
+      const reason =
+        o?.kind === 'failed' && returnsUnit(o.reason)
+          ? o.reason
+          : o?.kind === 'duplicate'
+            ? o.returnPending
+            : undefined
+      if (reason === undefined) continue
+      const list = bySale.get(event.productId) ?? []
+      list.push({ orderId: event.orderId, userId: event.userId, round: event.round, reason })
+      bySale.set(event.productId, list)
+    }
+    for (const [productId, list] of bySale) {
+      await returns.give(productId, list).catch((err: unknown) => this.#o.onError?.(err))
+    }
+  }
+
+  async #oneByOne(
+    entries: readonly SinkEntry[],
+  ): Promise<{ results: SinkResult[]; outcomes: (PersistOutcome | undefined)[] }> {
     const results: SinkResult[] = new Array(entries.length)
+    const persisted: (PersistOutcome | undefined)[] = new Array(entries.length)
     let next = 0
     let outage: unknown
     const lane = async () => {
@@ -51,7 +101,10 @@ export class SqlSink implements OrderSink {
         const i = next++
         const e = entries[i]!
         results[i] = await this.#o.orders.persistReserved(e.event, this.#o.strategy).then(
-          (outcome) => this.#settle(e, outcome),
+          (outcome) => {
+            persisted[i] = outcome
+            return this.#settle(e, outcome)
+          },
           (err: unknown) => {
             if (isSqlOutage(err)) outage = err
             return { kind: 'error', error: err } as const
@@ -61,7 +114,7 @@ export class SqlSink implements OrderSink {
     }
     await Promise.all(Array.from({ length: Math.min(this.#o.concurrency, entries.length) }, lane))
     if (outage !== undefined) throw new SinkUnavailableError('SQL', outage)
-    return results
+    return { results, outcomes: persisted }
   }
 
   #settle({ event }: SinkEntry, outcome: PersistOutcome): SinkResult {
@@ -71,6 +124,9 @@ export class SqlSink implements OrderSink {
         this.#o.metrics?.ordersPersisted.inc({ product_id })
         this.#o.metrics?.walletCharges.inc()
         return { kind: 'settled', status: 'confirmed' }
+      case 'reserved':
+        this.#o.metrics?.ordersPersisted.inc({ product_id })
+        return { kind: 'settled', status: 'reserved' }
       case 'duplicate':
         return { kind: 'settled', status: outcome.status }
       case 'failed':

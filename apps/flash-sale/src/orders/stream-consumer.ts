@@ -1,6 +1,7 @@
 import { hostname } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Script } from 'kunci'
+import type { OrderStatus } from '../domain/order-states.js'
 import { ServiceError } from '../errors.js'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
@@ -22,11 +23,11 @@ export interface SinkEntry {
 
 /**
  * What became of one event: `settled` — persisted in SQL (now or by an earlier delivery): XACK and
- * set the order's status; `handed-on` — relayed (RabbitMQ): XACK, its status is set by whoever
+ * set the order's status in Redis (left as is for `reserved`: a held order is answered from SQL); `handed-on` — relayed (RabbitMQ): XACK, its status is set by whoever
  * persists it; `error` — it failed this time: counted towards its dead letter.
  */
 export type SinkResult =
-  | { kind: 'settled'; status: 'confirmed' | 'failed' }
+  | { kind: 'settled'; status: OrderStatus }
   | { kind: 'handed-on' }
   | { kind: 'error'; error: unknown }
 

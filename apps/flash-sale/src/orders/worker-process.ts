@@ -16,6 +16,7 @@ import { OrderStore } from './order-store.js'
 import { updateSaleGauges } from './sale-gauges.js'
 import { SqlSink } from './sql-sink.js'
 import { StreamConsumer } from './stream-consumer.js'
+import { UnitReturns } from './unit-returns.js'
 
 /** How long the worker waits for a replica to hold a batch before persisting it anyway. */
 const WORKER_WAIT_MS = 100
@@ -35,20 +36,31 @@ export async function runWorker(
   const db = connectDb(config.databaseUrl, 10)
   await whenReady(redis)
   const store = new SaleStore(redis)
-  const orders = new OrderStore(db)
+  const orders = new OrderStore(db, {
+    defaultWalletCents: config.defaultWalletBalanceCents,
+    onCharge: (result, units) => metrics.payments.inc({ result }, units),
+  })
   // The worker's own confirmation rounds (WAIT on their own connections; see replica-acks.ts).
   const acks = new ReplicaAcks(ackRoute(redis, config), { timeoutMs: WORKER_WAIT_MS })
   const onError = (err: unknown) => log(`[flash-sale worker] ${(err as Error).message ?? err}`)
+  // Units of orders that failed holding one go back to the sale (issue 16), durably when the
+  // sale's master has a replica (the same confirmation rounds as the batches').
+  const returns = new UnitReturns({
+    db,
+    store,
+    acks,
+    onReturned: (product_id, reason, units) => metrics.unitsReturned.inc({ product_id, reason }, units),
+  })
   const consumer = `${hostname()}-${process.pid}`
   // QUEUE_URL: stream → relay → RabbitMQ → consumer → SQL, instead of stream → SQL.
   const amqp = config.queueUrl
-    ? startAmqpPipeline(config, { redis, orders, store, metrics, consumer, acks, onError })
+    ? startAmqpPipeline(config, { redis, orders, store, metrics, consumer, acks, returns, onError })
     : undefined
   const worker = amqp
     ? undefined
     : new StreamConsumer({
         redis,
-        sink: new SqlSink({ orders, metrics, strategy: config.strategy }),
+        sink: new SqlSink({ orders, metrics, strategy: config.strategy, returns, onError }),
         metrics,
         consumer,
         claimIdleMs: config.claimIdleMs,
@@ -61,6 +73,9 @@ export async function runWorker(
   const gauges = setInterval(() => {
     updateSaleGauges(redis, store, orders, metrics, group).catch(() => {})
   }, 2_000)
+  // Returns a crash (or a Redis outage) left pending, every second: an indexed query that finds
+  // nothing almost always. Idempotent, so every worker may run it at once.
+  const resume = startResumingReturns(store, returns, onError)
   const http = createServer((req, res) => {
     if (req.url === '/metrics') {
       void registry.metrics().then((t) => res.writeHead(200, { 'content-type': registry.contentType }).end(t))
@@ -81,6 +96,7 @@ export async function runWorker(
   await new Promise<void>((resolve) => {
     const stop = async () => {
       clearInterval(gauges)
+      await resume.stop()
       await worker?.stop()
       await amqp?.stop()
       acks.close()
@@ -107,6 +123,7 @@ export function startAmqpPipeline(
     metrics: ServiceMetrics
     consumer: string
     acks?: ReplicaAcks
+    returns?: UnitReturns
     onError: (err: unknown) => void
   },
 ): { relay: AmqpRelay; consumer: AmqpOrderConsumer; stop(): Promise<void> } {
@@ -137,6 +154,7 @@ export function startAmqpPipeline(
     metrics: deps.metrics,
     strategy: config.strategy,
     maxDeliveries: config.maxDeliveries,
+    returns: deps.returns,
     onError: deps.onError,
   })
   consumer.start()
@@ -149,6 +167,44 @@ export function startAmqpPipeline(
       await relay.stop()
       await consumer.stop()
       await connection.close()
+    },
+  }
+}
+
+/**
+ * Runs UnitReturns.resumePending() for every sale once a second, one pass at a time: the returns
+ * an earlier crash, a Redis outage or an unconfirmed replica left pending are finished.
+ */
+export function startResumingReturns(
+  store: SaleStore,
+  returns: UnitReturns,
+  onError: (err: unknown) => void,
+  everyMs = 1_000,
+): { stop(): Promise<void> } {
+  let stopped = false
+  let pass: Promise<void> = Promise.resolve()
+  let reported = false
+  const run = async () => {
+    try {
+      for (const productId of await store.saleIds()) {
+        if (stopped) return
+        await returns.resumePending(productId)
+      }
+      reported = false
+    } catch (err) {
+      // Said once per outage, not once a second.
+      if (!reported) onError(err)
+      reported = true
+    }
+  }
+  const timer = setInterval(() => {
+    pass = pass.then(run)
+  }, everyMs)
+  return {
+    async stop() {
+      stopped = true
+      clearInterval(timer)
+      await pass
     },
   }
 }

@@ -123,3 +123,31 @@ export const QUEUE_JOIN = {
 
 /** Header names as a client writes them, for `error.field` (Node lowercases them). */
 export const HEADER_FIELDS: Record<string, string> = { 'idempotency-key': 'Idempotency-Key' }
+
+/** A wallet's user, in the path: the checkout's ID rule (a number is sent as its digits). */
+export const WALLET_PARAMS = {
+  schema: { params: { type: 'object', properties: { user_id: ID_PARAM } } },
+  config: { rules: { user_id: ID_RULE } } satisfies SchemaRules,
+}
+
+export const WALLET_PUT = {
+  schema: {
+    params: { type: 'object', properties: { user_id: ID_PARAM } },
+    body: {
+      type: 'object',
+      required: ['balance'],
+      properties: { balance: { type: 'number', minimum: 0, maximum: 1e9 } },
+    },
+  },
+  config: {
+    rules: {
+      body: 'expected a JSON object { "balance": … }',
+      user_id: ID_RULE,
+      balance: 'a number from 0 to 1e9 (currency units, at most 2 decimals)',
+    },
+  } satisfies SchemaRules,
+}
+
+export interface WalletBody {
+  balance: number
+}

@@ -127,12 +127,20 @@ export interface SaleCounts {
   /** Units taken: in Redis for lua/naive (stock_total − Redis stock), SQL `sold` for redlock. */
   reserved: number
   remaining: number
-  /** Orders confirmed in SQL for this round. */
+  /** Orders of this round that hold a unit in SQL (confirmed, reserved, paid: SQL's `sold`). */
   persisted: number
   /** Reservations not yet settled in SQL. */
   pending: number
-  /** Orders the worker refused (stale round, SQL stock guard, duplicate unit) or dead-lettered. */
+  /**
+   * Orders that ended without a unit whose unit is not back in the sale: refused by the worker
+   * (stale round, SQL stock guard), dead-lettered, or failed/cancelled/expired with their return
+   * still pending. Orders whose unit went back are counted in `returned` instead.
+   */
   failed: number
+  /** Units given back to the sale this round (sales.returned, issue 16). */
+  returned: number
+  /** Units SQL gave up that Redis has not taken back yet (resumed by the worker). */
+  returns_pending: number
 }
 
 /** The admin's view of a sale: SQL's counts with the strategy's stock (Redis for lua/naive). */
@@ -155,5 +163,7 @@ export async function saleCounts(
     persisted: s.confirmed,
     pending: Math.max(0, reserved - s.confirmed - failed),
     failed,
+    returned: s.returned,
+    returns_pending: s.returns_pending,
   }
 }

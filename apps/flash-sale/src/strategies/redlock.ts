@@ -28,8 +28,11 @@ const refuse = (r: Refusal): never => {
  * The source articles' first remedy: one Redlock lock per product over 5 independent Redis
  * nodes; inside it the stock is read and decremented in SQL and the order, payment and wallet
  * charge are written in the same transaction, guarded by the lock's fencing token (a holder that
- * stalled past its TTL cannot write: its UPDATE matches no row). Contention past `lockWaitMs` →
- * BUSY; no quorum of lock nodes → UNAVAILABLE; SQL down → UNAVAILABLE.
+ * stalled past its TTL cannot write: its UPDATE matches no row). The charge is the guarded one
+ * (orders/wallets.ts): a wallet that does not cover the price → INSUFFICIENT_FUNDS (402) and the
+ * transaction rolls back, unit included. The product lock does not protect the wallet (a user
+ * buys two products under two locks at once): the guard in SQL does. Contention past
+ * `lockWaitMs` → BUSY; no quorum of lock nodes → UNAVAILABLE; SQL down → UNAVAILABLE.
  */
 export class RedlockStrategy implements CheckoutStrategy {
   readonly name = 'redlock' as const
@@ -105,6 +108,10 @@ export class RedlockStrategy implements CheckoutStrategy {
       if (held.userId !== req.userId) refuse(saleRefusal('IDEMPOTENCY_KEY_REUSED', req.productId))
       const answer = held.answer
       if (answer?.ok) return { orderId: answer.order_id, status: 'confirmed', replayed: true }
+      // The wallet did not cover the price: the same answer, not a second attempt (a top-up in
+      // between does not turn a stored refusal into a sale; a new key does).
+      if (answer && !answer.ok && answer.code === 'INSUFFICIENT_FUNDS')
+        refuse({ code: 'INSUFFICIENT_FUNDS', message: answer.message })
       if (answer && isReserveCode(answer.code) && answer.code !== 'RESERVED') {
         const orderId = answer.details.order_id
         refuse(saleRefusal(answer.code, req.productId, typeof orderId === 'string' ? orderId : undefined))

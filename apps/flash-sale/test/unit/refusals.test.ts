@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { RESERVE_CODES, type RefusalCode, saleRefusal } from '../../src/domain/refusals.js'
+import { insufficientFunds, RESERVE_CODES, type RefusalCode, saleRefusal } from '../../src/domain/refusals.js'
 import { fromRefusal, HTTP_STATUS } from '../../src/routes/api-error.js'
 
 // One table of reserve codes (domain/refusals.ts): reserve.lua's header lists the same codes,
@@ -24,10 +24,15 @@ describe('the reserve codes', () => {
       ...RESERVE_CODES.filter((c) => c !== 'RESERVED'),
       'BUSY',
       'UNAVAILABLE',
+      'INSUFFICIENT_FUNDS',
     ] as RefusalCode[]
     for (const code of codes) expect(HTTP_STATUS[code], code).toBeGreaterThanOrEqual(400)
     const err = fromRefusal(saleRefusal('ALREADY_PURCHASED', '9921', '9921.abc'))
     expect(err).toMatchObject({ code: 'ALREADY_PURCHASED', status: 409, details: { order_id: '9921.abc' } })
     expect(fromRefusal(saleRefusal('SOLD_OUT', '9921')).details).toEqual({})
+    expect(fromRefusal(insufficientFunds('9921', 4999))).toMatchObject({
+      code: 'INSUFFICIENT_FUNDS',
+      status: 402,
+    })
   })
 })

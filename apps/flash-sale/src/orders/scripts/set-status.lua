@@ -5,10 +5,11 @@
 -- broker confirmed the message.
 --
 -- KEYS[1] status (hash)
--- ARGV[1] order id  ARGV[2] 'confirmed' | 'failed'
+-- ARGV[1] order id  ARGV[2] the order's status in SQL; 'reserved' is not written (see settle.lua)
 -- Returns 1 if the order was updated, 0 if it is no longer there.
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 if not current then return 0 end
+if ARGV[2] == 'reserved' then return 1 end
 local rest = string.match(current, '^[^|]*(|.*)$') or ''
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. rest)
 return 1

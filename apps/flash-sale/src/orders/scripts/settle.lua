@@ -5,13 +5,15 @@
 --
 -- KEYS[1] orders (stream)  KEYS[2] status (hash)
 -- ARGV[1] group, then triples: ARGV[2+3i] entry id, ARGV[3+3i] order id,
---   ARGV[4+3i] 'confirmed' | 'failed'
+--   ARGV[4+3i] the order's status in SQL (domain/order-states.ts). 'reserved' (a hold sale's
+--   order) is what Redis already says: it is not written, so a redelivered event cannot undo a
+--   pay or cancel recorded meanwhile (GET /v1/orders answers a reserved order from SQL).
 -- Returns the number of entries acknowledged (fewer if another worker already did).
 local acked = 0
 for i = 2, #ARGV, 3 do
   local order_id, status = ARGV[i + 1], ARGV[i + 2]
   local current = redis.call('HGET', KEYS[2], order_id)
-  if current then
+  if current and status ~= 'reserved' then
     local rest = string.match(current, '^[^|]*(|.*)$') or ''
     redis.call('HSET', KEYS[2], order_id, status .. rest)
   end
