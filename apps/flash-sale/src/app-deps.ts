@@ -2,6 +2,7 @@ import type { Registry } from 'prom-client'
 import type { Db } from './db/database.js'
 import type { ServiceMetrics } from './metrics/service-metrics.js'
 import type { OrderStore } from './orders/order-store.js'
+import type { OrderPayments } from './orders/payments.js'
 import type { Catalog } from './sale/catalog.js'
 import type { SaleStore } from './sale/sale-store.js'
 import type { CheckoutStrategy } from './strategies/strategy.js'
@@ -13,6 +14,8 @@ export interface AppDeps {
   store: SaleStore
   db: Db
   orders: OrderStore
+  /** Pay and cancel of held orders (hold sales). */
+  payments: OrderPayments
   catalog: Catalog
   registry: Registry
   metrics: ServiceMetrics

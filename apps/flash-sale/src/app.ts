@@ -5,6 +5,7 @@ import { adminRoutes } from './routes/admin.js'
 import { checkoutRoutes } from './routes/checkout.js'
 import { healthRoutes } from './routes/health.js'
 import { orderRoutes } from './routes/orders.js'
+import { paymentRoutes } from './routes/payments.js'
 import { productRoutes } from './routes/products.js'
 import { waitingRoomRoutes } from './routes/waiting-room.js'
 import { waitingRoomAdminRoutes } from './routes/waiting-room-admin.js'
@@ -38,6 +39,7 @@ export async function buildApp(deps: AppDeps, opts: { logger?: boolean } = {}): 
   await app.register(healthRoutes, { ...deps, draining: () => draining })
   await app.register(checkoutRoutes, deps)
   await app.register(orderRoutes, deps)
+  await app.register(paymentRoutes, deps)
   await app.register(productRoutes, deps)
   await app.register(adminRoutes, deps)
   await app.register(waitingRoomRoutes, deps)

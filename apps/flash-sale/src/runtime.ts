@@ -6,6 +6,8 @@ import { connectDb, type Db } from './db/database.js'
 import { bridgeKunciMetrics } from './metrics/kunci-bridge.js'
 import { createServiceMetrics, type ServiceMetrics } from './metrics/service-metrics.js'
 import { OrderStore } from './orders/order-store.js'
+import { OrderPayments } from './orders/payments.js'
+import { UnitReturns } from './orders/unit-returns.js'
 import {
   ackRoute,
   connectLockNodes,
@@ -162,11 +164,21 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
     const reasons = (await Promise.all([redisDown, sqlDown])).filter((r) => r !== undefined)
     return reasons.length === 0 ? undefined : reasons.join('; ')
   }, 'readiness check failed')
+  // Pay and cancel of held orders; a cancel's unit goes back through the one return path.
+  const payments = new OrderPayments({
+    db,
+    store,
+    returns: new UnitReturns({ db, store, acks }),
+    defaultWalletBalanceCents: config.defaultWalletBalanceCents,
+    onCharge: (result) => metrics.holdPayments.inc({ result }),
+    onExpired: (product_id, n) => metrics.ordersExpired.inc({ product_id }, n),
+  })
   const deps: AppDeps = {
     strategy,
     store,
     db,
     orders,
+    payments,
     catalog,
     registry,
     metrics,

@@ -153,6 +153,44 @@ export function createServiceMetrics(registry: Registry) {
       labelNames: ['product_id'] as const,
       registers,
     }),
+    /** Hold sales (issue 16): pay and cancel, and the expiry sweeper (orders/hold-sweeper.ts). */
+    orderActions: new Counter({
+      name: 'flash_sale_order_actions_total',
+      help: 'Answers of POST /v1/orders/:id/pay and /cancel, by action and outcome (the order status, or the error code)',
+      labelNames: ['action', 'outcome'] as const,
+      registers,
+    }),
+    holdPayments: new Counter({
+      name: 'flash_sale_hold_payments_total',
+      help: 'Charges attempted by POST /v1/orders/:id/pay, by result (charged, already_charged, insufficient_funds)',
+      labelNames: ['result'] as const,
+      registers,
+    }),
+    ordersExpired: new Counter({
+      name: 'flash_sale_orders_expired_total',
+      help: 'Held orders that were not paid by pay_by and expired (their unit goes back to the sale)',
+      labelNames: ['product_id'] as const,
+      registers,
+    }),
+    holdsActive: new Gauge({
+      name: 'flash_sale_holds_active',
+      help: 'Orders reserved and waiting for their payment, as the last sweep of the sale counted them',
+      labelNames: ['product_id'] as const,
+      aggregator: 'max',
+      registers,
+    }),
+    holdSweeps: new Counter({
+      name: 'flash_sale_hold_sweeps_total',
+      help: "Expiry sweeps of a hold sale by outcome: swept (this process held the sale's lock), busy (another process held it), fenced_out (a newer lock holder had written: this one wrote nothing), unavailable, error",
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+    holdSweepFencedOut: new Counter({
+      name: 'flash_sale_hold_sweep_fenced_writes_refused_total',
+      help: "Sweeper transactions refused by the sale's fence: this sweeper had lost its lock (stalled past its TTL) and a newer holder had written; nothing was written",
+      labelNames: ['product_id'] as const,
+      registers,
+    }),
     /** flash_sale_waiting_room_*: see waiting-room/room-metrics.ts. */
     waitingRoom: createWaitingRoomMetrics(registry),
   }
@@ -162,6 +200,10 @@ export function createServiceMetrics(registry: Registry) {
   for (const kind of ['sold-out', 'epoch']) metrics.saleNotifications.inc({ kind }, 0)
   for (const result of ['charged', 'insufficient_funds', 'already_charged'])
     metrics.payments.inc({ result }, 0)
+  for (const result of ['charged', 'already_charged', 'insufficient_funds'])
+    metrics.holdPayments.inc({ result }, 0)
+  for (const outcome of ['swept', 'busy', 'fenced_out', 'unavailable', 'error'])
+    metrics.holdSweeps.inc({ outcome }, 0)
   return metrics
 }
 

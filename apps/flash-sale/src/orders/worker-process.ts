@@ -12,6 +12,7 @@ import { withTimeout } from '../runtime-timeout.js'
 import { SaleStore } from '../sale/sale-store.js'
 import { AmqpOrderConsumer } from './amqp-consumer.js'
 import { AmqpRelay, orderQueues } from './amqp-relay.js'
+import { startHoldSweeper } from './hold-sweeper-process.js'
 import { OrderStore } from './order-store.js'
 import { updateSaleGauges } from './sale-gauges.js'
 import { SqlSink } from './sql-sink.js'
@@ -69,6 +70,8 @@ export async function runWorker(
         onError,
       })
   worker?.start(() => store.saleIds())
+  // Hold sales' expiry (issue 16): in every worker, one per sale at a time by kunci's lock.
+  const sweeper = startHoldSweeper({ config, redis, db, store, acks, metrics, log })
   const group = amqp ? RELAY_GROUP : WORKER_GROUP
   const gauges = setInterval(() => {
     updateSaleGauges(redis, store, orders, metrics, group).catch(() => {})
@@ -97,6 +100,7 @@ export async function runWorker(
     const stop = async () => {
       clearInterval(gauges)
       await resume.stop()
+      await sweeper.stop()
       await worker?.stop()
       await amqp?.stop()
       acks.close()

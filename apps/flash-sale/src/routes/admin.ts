@@ -33,6 +33,12 @@ function saleInput(productId: string, b: SaleBody): SaleInput {
   const startsAt = date('starts_at')
   const endsAt = date('ends_at')
   if (startsAt && endsAt && endsAt <= startsAt) throw invalid('ends_at', 'must be after starts_at')
+  const payment = b.payment ?? 'instant'
+  // Named for the field that is wrong: a hold needs its duration, an instant sale has none.
+  if (payment === 'hold' && b.hold_seconds === undefined)
+    throw invalid('hold_seconds', SALE_PUT.config.rules.hold_seconds)
+  if (payment === 'instant' && b.hold_seconds !== undefined)
+    throw invalid('hold_seconds', SALE_PUT.config.rules.hold_seconds)
   return {
     productId,
     stock: b.stock,
@@ -41,6 +47,8 @@ function saleInput(productId: string, b: SaleBody): SaleInput {
     startsAt,
     endsAt,
     perUserLimit: b.per_user_limit ?? 1,
+    payment,
+    holdSeconds: payment === 'hold' ? b.hold_seconds : undefined,
   }
 }
 

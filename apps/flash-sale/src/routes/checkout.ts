@@ -79,6 +79,8 @@ export async function checkoutRoutes(app: FastifyInstance, deps: AppDeps): Promi
             status: result.status,
             product_id: rawProduct,
             user_id: rawUser,
+            // Hold sales: pay (POST /v1/orders/:order_id/pay) before this, or the unit goes back.
+            ...(result.payByMs !== undefined && { pay_by: new Date(result.payByMs).toISOString() }),
           })
         } finally {
           inflight--

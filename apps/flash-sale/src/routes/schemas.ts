@@ -1,4 +1,5 @@
 import { ID_RULE } from '../domain/ids.js'
+import type { PaymentMode } from '../domain/order-states.js'
 
 /**
  * The JSON schemas of the routes' inputs, in one module, and the human rule of each field that
@@ -67,6 +68,8 @@ export const SALE_PUT = {
         starts_at: { type: ['string', 'null'] },
         ends_at: { type: ['string', 'null'] },
         per_user_limit: { type: 'integer', minimum: 1, maximum: 1_000 },
+        payment: { type: 'string', enum: ['instant', 'hold'] },
+        hold_seconds: { type: 'integer', minimum: 1, maximum: 86_400 },
       },
     },
   },
@@ -80,6 +83,9 @@ export const SALE_PUT = {
       starts_at: 'an ISO 8601 date-time, e.g. 2026-11-27T00:00:00Z, or null',
       ends_at: 'an ISO 8601 date-time, e.g. 2026-11-27T00:00:00Z, or null',
       per_user_limit: 'an integer from 1 to 1000',
+      payment: '"instant" (charged when the order is persisted, the default) or "hold" (reserved until paid)',
+      hold_seconds:
+        'an integer from 1 to 86400: how long a reserved order of a "hold" sale waits for its payment; required with "hold", not allowed with "instant"',
     },
   } satisfies SchemaRules,
 }
@@ -109,6 +115,27 @@ export interface SaleBody {
   starts_at?: string | null
   ends_at?: string | null
   per_user_limit?: number
+  payment?: PaymentMode
+  hold_seconds?: number
+}
+
+/** POST /v1/orders/:order_id/pay and /cancel: the buyer says who they are. */
+export const ORDER_ACTION = {
+  schema: {
+    params: { type: 'object', properties: { order_id: { type: 'string', minLength: 1, maxLength: 128 } } },
+    body: { type: 'object', required: ['user_id'], properties: { user_id: ID } },
+  },
+  config: {
+    rules: {
+      body: 'expected a JSON object { "user_id": … }',
+      order_id: 'an order id as the checkout answered it',
+      user_id: ID_RULE,
+    },
+  } satisfies SchemaRules,
+}
+
+export interface OrderActionBody {
+  user_id: number | string
 }
 
 export const QUEUE_JOIN = {

@@ -1,4 +1,5 @@
 import { type Db, inTransaction } from '../db/database.js'
+import type { PaymentMode } from '../domain/order-states.js'
 import { ServiceError } from '../errors.js'
 import type { OrderStore } from '../orders/order-store.js'
 import type { StockView } from '../strategies/strategy.js'
@@ -13,6 +14,10 @@ export interface SaleInput {
   startsAt: Date | undefined
   endsAt: Date | undefined
   perUserLimit: number
+  /** How its orders are paid. @defaultValue 'instant' */
+  payment?: PaymentMode
+  /** hold: seconds a reserved order waits for its payment (pay_by = reserved_at + this). */
+  holdSeconds?: number
 }
 
 export interface SaleView {
@@ -24,6 +29,9 @@ export interface SaleView {
   per_user_limit: number
   starts_at: string | null
   ends_at: string | null
+  payment: PaymentMode
+  /** null for instant sales. */
+  hold_seconds: number | null
 }
 
 /**
@@ -44,12 +52,21 @@ export async function putSale(
       [input.productId, input.name ?? `Product ${input.productId}`, input.priceCents, input.name ?? null],
     )
     const r = await c.query<{ round: number; name: string }>(
-      `INSERT INTO sales (product_id, round, stock_total, sold, per_user_limit, starts_at, ends_at)
-       VALUES ($1, 1, $2, 0, $3, $4, $5)
+      `INSERT INTO sales (product_id, round, stock_total, sold, per_user_limit, starts_at, ends_at, payment, hold_seconds)
+       VALUES ($1, 1, $2, 0, $3, $4, $5, $6, $7)
        ON CONFLICT (product_id) DO UPDATE SET round = sales.round + 1, stock_total = EXCLUDED.stock_total, sold = 0,
-         per_user_limit = EXCLUDED.per_user_limit, starts_at = EXCLUDED.starts_at, ends_at = EXCLUDED.ends_at, updated_at = now()
+         per_user_limit = EXCLUDED.per_user_limit, starts_at = EXCLUDED.starts_at, ends_at = EXCLUDED.ends_at,
+         payment = EXCLUDED.payment, hold_seconds = EXCLUDED.hold_seconds, returned = 0, updated_at = now()
        RETURNING round, (SELECT name FROM products WHERE product_id = $1) AS name`,
-      [input.productId, input.stock, input.perUserLimit, input.startsAt ?? null, input.endsAt ?? null],
+      [
+        input.productId,
+        input.stock,
+        input.perUserLimit,
+        input.startsAt ?? null,
+        input.endsAt ?? null,
+        input.payment ?? 'instant',
+        input.holdSeconds ?? null,
+      ],
     )
     return r.rows[0]!
   })
@@ -61,6 +78,8 @@ export async function putSale(
     startsAtMs: input.startsAt?.getTime() ?? 0,
     endsAtMs: input.endsAt?.getTime() ?? 0,
     perUserLimit: input.perUserLimit,
+    payment: input.payment ?? 'instant',
+    holdSeconds: input.holdSeconds ?? 0,
   })
   await catalog.invalidate(input.productId)
   return {
@@ -72,6 +91,8 @@ export async function putSale(
     per_user_limit: input.perUserLimit,
     starts_at: input.startsAt?.toISOString() ?? null,
     ends_at: input.endsAt?.toISOString() ?? null,
+    payment: input.payment ?? 'instant',
+    hold_seconds: input.holdSeconds ?? null,
   }
 }
 

@@ -60,6 +60,12 @@ export interface ReserveReply {
   replayed: boolean
   /** With replica acknowledgements: whether a replica was shown to hold the reservation. */
   replicated: boolean
+  /**
+   * Hold sales: when a fresh reservation must be paid by (Redis server time of the reservation +
+   * hold_seconds, ms since the epoch); the worker writes the same pay_by in SQL. Undefined for
+   * instant sales and for replays (SaleStore.payBy reads a replay's from its status).
+   */
+  payByMs?: number
 }
 
 export interface ReserveInput {
@@ -135,6 +141,8 @@ const READ_DEADLINE_MS = 2_000
  * ~10 µs), so a batch is cut into calls of at most this many.
  */
 const MAX_PER_CALL = 100
+/** reserve.lua's reply starts with epoch, remaining, room generation, server time, hold_seconds. */
+const HEADER = 5
 
 export interface SaleStoreOptions {
   /**
@@ -317,16 +325,18 @@ export class SaleStore {
         args.push(input.userId, input.orderId, input.idempotencyKey ?? '', input.roomGen)
       this.#onBatch?.('reserve', chunk.length)
       const raw = await RESERVE.run(this.client, keys, args)
-      if (!Array.isArray(raw) || raw.length !== 3 + chunk.length * 3)
+      if (!Array.isArray(raw) || raw.length !== HEADER + chunk.length * 3)
         throw new UnexpectedScriptReplyError('reserve', raw)
       const epoch = Number(raw[0])
       // Epoch 0: no such sale. Only sales that exist are watched (made-up ids must not grow it).
       if (epoch > 0) this.#watch?.record(productId, true)
       const remaining = Number(raw[1])
       const roomGen = String(raw[2])
+      const holdSeconds = Number(raw[4])
+      const payByMs = holdSeconds > 0 ? Number(raw[3]) + holdSeconds * 1_000 : undefined
       for (const [i, item] of chunk.entries()) {
-        const code = raw[3 + i * 3]
-        const detail = String(raw[4 + i * 3])
+        const code = raw[HEADER + i * 3]
+        const detail = String(raw[HEADER + 1 + i * 3])
         if (code === 'ERROR') {
           item.reject(new ReservationScriptError(productId, detail))
           continue
@@ -341,9 +351,10 @@ export class SaleStore {
           remaining,
           epoch,
           roomGen,
-          replayed: Number(raw[5 + i * 3]) === 1,
+          replayed: Number(raw[HEADER + 2 + i * 3]) === 1,
           replicated: false,
         }
+        if (payByMs !== undefined && code === 'RESERVED' && !reply.replayed) reply.payByMs = payByMs
         if (code === 'RESERVED' && this.#acks) reserved.push([item, reply])
         else item.resolve(reply)
       }
@@ -486,12 +497,34 @@ export class SaleStore {
     return { remaining: remaining === null ? undefined : Number(remaining), deadLettered }
   }
 
-  /** `reserved|<user>|<round>` → its parts; undefined if Redis does not know the order. */
+  /**
+   * `<status>|<user>|<round>[|<reserved_at ms>]` → its parts; undefined if Redis does not know the
+   * order. (Statuses written before reservations carried their time have no reservedAtMs.)
+   */
   async orderStatus(productId: string, orderId: string) {
     const v = await withTimeout(this.client.hget(saleKeys(productId).status, orderId), READ_DEADLINE_MS)
     if (v === null) return undefined
-    const [status = '', userId = '', round = '0'] = v.split('|')
-    return { status, userId, round: Number(round) }
+    const [status = '', userId = '', round = '0', at] = v.split('|')
+    return { status, userId, round: Number(round), reservedAtMs: at ? Number(at) : undefined }
+  }
+
+  /**
+   * A hold sale's pay_by for a reservation answered again (a replay): its reservation time in
+   * the status hash + the sale's hold_seconds. Undefined for an instant sale, or when Redis no
+   * longer knows the order's time.
+   */
+  async payBy(productId: string, orderId: string): Promise<number | undefined> {
+    const k = saleKeys(productId)
+    const r = await withTimeout(
+      this.client.pipeline().hmget(k.meta, 'payment', 'hold_seconds').hget(k.status, orderId).exec(),
+      READ_DEADLINE_MS,
+    )
+    const [metaR, statusR] = r ?? []
+    if (metaR?.[0] || statusR?.[0]) throw metaR?.[0] ?? statusR?.[0]
+    const [payment, hold] = (metaR?.[1] ?? []) as (string | null)[]
+    if (payment !== 'hold') return undefined
+    const at = String(statusR?.[1] ?? '').split('|')[3]
+    return at ? Number(at) + Number(hold ?? 0) * 1_000 : undefined
   }
 
   async saleIds(): Promise<string[]> {

@@ -5,7 +5,13 @@ import { isRedisOutage } from '../redis/redis-errors.js'
 import { TimeoutError } from '../runtime-timeout.js'
 import type { SaleSnapshots } from '../sale/sale-snapshots.js'
 import type { ReserveReply, SaleStore } from '../sale/sale-store.js'
-import type { CheckoutOutcome, CheckoutRequest, CheckoutStrategy, StockView } from './strategy.js'
+import type {
+  CheckoutOutcome,
+  CheckoutRequest,
+  CheckoutResult,
+  CheckoutStrategy,
+  StockView,
+} from './strategy.js'
 import { refused } from './strategy.js'
 
 /**
@@ -34,7 +40,10 @@ export class LuaStrategy implements CheckoutStrategy {
         orderId: newOrderId(req.productId),
         roomGen: req.roomGen ?? '',
       })
-      return this.#outcome(req, reply)
+      const outcome = this.#outcome(req, reply)
+      // A replayed reservation of a hold sale: its pay_by is that of the first answer.
+      if (outcome.ok === true && outcome.replayed) return this.#withPayBy(req.productId, outcome)
+      return outcome
     } catch (err) {
       if (err instanceof TimeoutError)
         return refused(unavailable('the sale store (Redis) did not answer in time', 1, err))
@@ -65,14 +74,20 @@ export class LuaStrategy implements CheckoutStrategy {
     }
     if (recorded.code === 'RESERVED') {
       // The key's earlier answer was a reservation: its replay, confirmed like reserve.lua's.
-      return {
+      return this.#withPayBy(req.productId, {
         ok: true,
         orderId: recorded.orderId,
         status: this.options.durability === 'none' || recorded.replicated ? 'reserved' : 'pending',
         replayed: true,
-      }
+      })
     }
     return refused(saleRefusal(recorded.code, req.productId, recorded.orderId))
+  }
+
+  /** A replay answers the pay_by of the reservation it repeats (read from Redis: hold sales only). */
+  async #withPayBy(productId: string, outcome: { ok: true } & CheckoutResult): Promise<CheckoutOutcome> {
+    const payByMs = await this.store.payBy(productId, outcome.orderId)
+    return payByMs === undefined ? outcome : { ...outcome, payByMs }
   }
 
   #outcome(req: CheckoutRequest, reply: ReserveReply): CheckoutOutcome {
@@ -87,6 +102,7 @@ export class LuaStrategy implements CheckoutStrategy {
       status: this.options.durability === 'none' || reply.replicated ? 'reserved' : 'pending',
       remaining: reply.remaining,
       replayed: reply.replayed,
+      ...(reply.payByMs !== undefined && { payByMs: reply.payByMs }),
     }
   }
 

@@ -32,7 +32,13 @@ export class NaiveStrategy implements CheckoutStrategy {
   async #checkout({ productId, userId }: CheckoutRequest): Promise<CheckoutOutcome> {
     const k = saleKeys(productId)
     const redis = this.store.client
-    const [round, price] = await redis.hmget(k.meta, 'round', 'price_cents')
+    const [round, price, payment, hold] = await redis.hmget(
+      k.meta,
+      'round',
+      'price_cents',
+      'payment',
+      'hold_seconds',
+    )
     if (round === null || round === undefined) return refused(saleRefusal('UNKNOWN_PRODUCT', productId))
     const stock = Number(await redis.get(k.stock))
     const bought = await redis.hget(k.buyers, userId)
@@ -41,14 +47,23 @@ export class NaiveStrategy implements CheckoutStrategy {
     const orderId = newOrderId(productId)
     await redis.set(k.stock, stock - 1) // the lost update: another request read the same stock
     await redis.hset(k.buyers, userId, `1|${orderId}`)
-    await redis.hset(k.status, orderId, `reserved|${userId}|${round}`)
+    const reservedAt = Date.now()
+    await redis.hset(k.status, orderId, `reserved|${userId}|${round}|${reservedAt}`)
     await redis.xadd(
       k.orders,
       '*',
       ...['order_id', orderId, 'user_id', userId, 'round', round, 'unit', '1'],
-      ...['price_cents', price ?? '0', 'reserved_at', String(Date.now())],
+      ...['price_cents', price ?? '0', 'reserved_at', String(reservedAt)],
     )
-    return { ok: true, orderId, status: 'reserved', remaining: stock - 1, replayed: false }
+    const payByMs = payment === 'hold' ? reservedAt + Number(hold ?? 0) * 1_000 : undefined
+    return {
+      ok: true,
+      orderId,
+      status: 'reserved',
+      remaining: stock - 1,
+      replayed: false,
+      ...(payByMs !== undefined && { payByMs }),
+    }
   }
 
   remaining(productId: string): Promise<number | undefined> {

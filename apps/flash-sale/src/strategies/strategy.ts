@@ -24,6 +24,8 @@ export interface CheckoutResult {
   /** Units left after this checkout, when the strategy knows it cheaply. */
   remaining?: number
   replayed: boolean
+  /** Hold sales: the order must be paid by then (ms since the epoch; POST /v1/orders/:id/pay). */
+  payByMs?: number
 }
 
 /**

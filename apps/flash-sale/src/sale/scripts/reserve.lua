@@ -12,8 +12,10 @@
 --   the waiting room it was checked against: the generation of the room whose gate admitted it,
 --   or '' when the instance knows of no room
 --
--- Returns { epoch, remaining, room generation or '', then 3 per checkout: code, order_id,
--- replayed (1 = a stored answer) }
+-- Returns { epoch, remaining, room generation or '', the server time of the batch (ms: every
+-- reservation of the batch is stamped with it, in its event and its status), the sale's
+-- hold_seconds (0 for an instant sale: a reservation of a hold sale is to be paid by
+-- that time + hold_seconds), then 3 per checkout: code, order_id, replayed (1 = a stored answer) }
 -- with code one of RESERVED, SOLD_OUT, ALREADY_PURCHASED, SALE_NOT_STARTED, SALE_ENDED,
 -- UNKNOWN_PRODUCT, IDEMPOTENCY_KEY_REUSED. Two more that are not answers: ROOM_CHECK (the sale has
 -- a waiting room this instance did not check: nothing was done, go through the gate) and ERROR
@@ -21,7 +23,7 @@
 -- Time is the server's (TIME), so pods with skewed clocks agree on the sale window. The checkout
 -- that sells the last unit publishes 'sold-out <epoch>' on the channel.
 local meta = redis.call('HMGET', KEYS[1], 'round', 'starts_at_ms', 'ends_at_ms', 'per_user_limit',
-  'price_cents', 'epoch')
+  'price_cents', 'epoch', 'payment', 'hold_seconds')
 local epoch = tonumber(meta[6] or '0')
 local room = redis.call('HGET', KEYS[7], 'gen')
 local t = redis.call('TIME')
@@ -60,13 +62,16 @@ local function one(user, order_id, idem_key, checked)
   if remaining <= 0 then return answer('SOLD_OUT', '') end
   remaining = redis.call('DECR', KEYS[2])
   redis.call('HSET', KEYS[3], user, (count + 1) .. '|' .. order_id)
-  redis.call('HSET', KEYS[5], order_id, 'reserved|' .. user .. '|' .. meta[1])
+  -- The reservation's time last: a replayed answer of a hold sale computes its pay_by from it.
+  redis.call('HSET', KEYS[5], order_id, 'reserved|' .. user .. '|' .. meta[1] .. '|' .. now)
   redis.call('XADD', KEYS[6], '*', 'order_id', order_id, 'user_id', user, 'round', meta[1],
     'unit', count + 1, 'price_cents', meta[5], 'reserved_at', now)
   return answer('RESERVED', order_id)
 end
 
-local out = { epoch, 0, room or '' }
+local hold = 0
+if meta[7] == 'hold' then hold = tonumber(meta[8] or '0') end
+local out = { epoch, 0, room or '', now, hold }
 for i = 2, #ARGV, 4 do
   local ok, code, oid, replayed = pcall(one, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])
   if ok then

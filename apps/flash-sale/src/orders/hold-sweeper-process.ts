@@ -1,0 +1,61 @@
+import { RedisLock } from 'kunci'
+import type { ServiceConfig } from '../config.js'
+import type { Db } from '../db/database.js'
+import type { ServiceMetrics } from '../metrics/service-metrics.js'
+import type { RedisClient } from '../redis/connect.js'
+import type { ReplicaAcks } from '../redis/replica-acks.js'
+import type { SaleStore } from '../sale/sale-store.js'
+import { DEFAULT_HOLD_SWEEPER, HoldSweeper, holdSweeperEnv } from './hold-sweeper.js'
+import { UnitReturns } from './unit-returns.js'
+
+/**
+ * The expiry sweeper inside `flash-sale worker` (every worker runs one; kunci's lock picks the
+ * one that sweeps a sale). HOLD_SWEEP_INTERVAL_MS, HOLD_SWEEP_LOCK_TTL_MS, HOLD_SWEEP_BATCH tune
+ * it; HOLD_SWEEP_TEST_PAUSE is for the fault tests only.
+ */
+export function startHoldSweeper(deps: {
+  config: ServiceConfig
+  redis: RedisClient
+  db: Db
+  store: SaleStore
+  acks: ReplicaAcks
+  metrics: ServiceMetrics
+  log: (line: string) => void
+}): { stop(): Promise<void> } {
+  const { config, redis, db, store, metrics, log } = deps
+  const settings = holdSweeperEnv()
+  const lockTtlMs = settings.lockTtlMs ?? DEFAULT_HOLD_SWEEPER.lockTtlMs
+  const locks = new RedisLock({
+    client: redis,
+    ttlMs: lockTtlMs,
+    // The restart quarantine (standalone Redis) lasts maxTtlMs: no longer than this lock needs.
+    maxTtlMs: lockTtlMs,
+    nodeTimeoutMs: 500,
+    persistence: 'everysec',
+    onWarning: (w) => log(`[hold-sweeper] ${w.message}`),
+  })
+  const sweeper = new HoldSweeper({
+    db,
+    locks,
+    returns: new UnitReturns({
+      db,
+      store,
+      acks: config.durability === 'replica' ? deps.acks : undefined,
+    }),
+    ...settings,
+    onSwept: (outcome, product_id) => {
+      metrics.holdSweeps.inc({ outcome })
+      if (outcome === 'fenced_out') metrics.holdSweepFencedOut.inc({ product_id })
+    },
+    onExpired: (product_id, n) => metrics.ordersExpired.inc({ product_id }, n),
+    onHolds: (product_id, n) => metrics.holdsActive.set({ product_id }, n),
+    log,
+  })
+  sweeper.start()
+  return {
+    async stop() {
+      await sweeper.stop()
+      await locks.close()
+    },
+  }
+}

@@ -1,0 +1,238 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { KunciError, type RedisLock } from 'kunci'
+import { type Db, inTransaction } from '../db/database.js'
+import { type EndedOrder, endHeldOrders } from './payments.js'
+import type { UnitReturns } from './unit-returns.js'
+
+/** The sweeper's schedule and lock. Keep the `@defaultValue` tags in step with DEFAULT_HOLD_SWEEPER. */
+export interface HoldSweeperOptions {
+  db: Db
+  /** kunci's lock on the sales' Redis (single node or Cluster): one sweeper per sale at a time. */
+  locks: RedisLock
+  returns: UnitReturns
+  /** Time between two sweeps of every hold sale, in ms. @defaultValue 1000 */
+  intervalMs?: number
+  /**
+   * TTL of a sale's sweep lock, in ms: how long a sweeper that died or stalled keeps the others
+   * out (kunci extends it while a sweep runs). @defaultValue 3000
+   */
+  lockTtlMs?: number
+  /** Orders expired per SQL transaction. @defaultValue 200 */
+  batchSize?: number
+  /** Batches per sale and sweep, so one sale's backlog does not hold the lock for long. @defaultValue 25 */
+  maxBatches?: number
+  /**
+   * Tests only: stall this long at one point of a sweep while holding the lock, so a test can
+   * SIGSTOP or kill -9 the holder there. `before-write`: inside the transaction, before the fenced
+   * write (in PostgreSQL, pg_sleep: the process waits on I/O as a stalled one would);
+   * `before-return`: after the commit, before the units go back to Redis. A line is logged first.
+   */
+  testPause?: { at: 'before-write' | 'before-return'; ms: number }
+  onSwept?: (outcome: 'swept' | 'busy' | 'fenced_out' | 'unavailable' | 'error', productId: string) => void
+  onExpired?: (productId: string, units: number) => void
+  onHolds?: (productId: string, active: number) => void
+  log?: (line: string) => void
+}
+
+export const DEFAULT_HOLD_SWEEPER = Object.freeze({
+  intervalMs: 1_000,
+  lockTtlMs: 3_000,
+  batchSize: 200,
+  maxBatches: 25,
+})
+
+/** The sale's row carried a newer fence: this sweeper lost its lock, a newer holder has written. */
+class FencedOut extends Error {}
+
+/**
+ * One fenced transaction of a sweep: the lock's token on the sale's row (`sweep_fence <= fence`:
+ * the holder's own batches pass, an older holder's do not), then a batch of reserved orders past
+ * pay_by ended as expired. 'fenced_out': a newer holder has written, nothing was (rolled back).
+ * The orders returned are committed expired with their units pending: give them back next.
+ */
+export async function expireDue(
+  db: Db,
+  o: {
+    productId: string
+    fence: number
+    batchSize: number
+    testPause?: HoldSweeperOptions['testPause']
+    log?: (line: string) => void
+  },
+): Promise<EndedOrder[] | 'fenced_out'> {
+  return inTransaction(db, async (c): Promise<EndedOrder[] | 'fenced_out'> => {
+    if (o.testPause?.at === 'before-write') {
+      o.log?.(
+        `[hold-sweeper] test pause: sale ${o.productId} fence ${o.fence} before-write ${o.testPause.ms} ms`,
+      )
+      await c.query('SELECT pg_sleep($1)', [o.testPause.ms / 1_000])
+    }
+    const fenced = await c.query(
+      'UPDATE sales SET sweep_fence = $2 WHERE product_id = $1 AND sweep_fence <= $2',
+      [o.productId, o.fence],
+    )
+    if ((fenced.rowCount ?? 0) === 0) return 'fenced_out'
+    // SKIP LOCKED: an order a pay or cancel holds right now is theirs to settle.
+    const due = await c.query<{ order_id: string }>(
+      `SELECT order_id FROM orders WHERE product_id = $1 AND status = 'reserved' AND pay_by <= now()
+       ORDER BY pay_by LIMIT $2 FOR UPDATE SKIP LOCKED`,
+      [o.productId, o.batchSize],
+    )
+    return endHeldOrders(
+      c,
+      due.rows.map((r) => r.order_id),
+      'expired',
+    )
+  })
+}
+
+/**
+ * Expires the held orders of every hold sale that were not paid by their pay_by (issue 16), from
+ * every worker process, with exactly one sweeper per sale at a time:
+ *
+ * - Each sweep of a sale runs under kunci's lock `hold-sweep:<product>` (one attempt, no wait:
+ *   a busy lock means another worker is sweeping it now). Its TTL is short, so when the holder
+ *   dies another worker takes over within a TTL and an interval: expiry depends on no one process.
+ * - Every transaction of the sweep first writes the lock's fencing token on the sale's row,
+ *   `sweep_fence <= token` (the same holder writes several batches): 0 rows means a holder with
+ *   a newer token has written, so this one stalled past its lock (a pause, a partition); it rolls
+ *   back and writes nothing. The row lock that write takes also orders two sweepers' transactions.
+ * - In that transaction a batch of reserved orders past pay_by (PostgreSQL's clock, the one pay
+ *   checks) becomes `expired`, `sold` goes down, unit_return 'pending'; after the commit the
+ *   units go back to Redis (UnitReturns), and the sweep finishes what a crash left pending.
+ *
+ * What a stalled sweeper can still do once it resumes: finish a Redis return of orders it had
+ * already expired and committed (idempotent: each order's unit goes back once), and read. What
+ * it cannot: expire anything, or change `sold`.
+ */
+export class HoldSweeper {
+  readonly #o: Required<Omit<HoldSweeperOptions, 'testPause' | 'onSwept' | 'onExpired' | 'onHolds' | 'log'>> &
+    HoldSweeperOptions
+  #timer: NodeJS.Timeout | undefined
+  #running: Promise<void> | undefined
+  #stopped = false
+
+  constructor(options: HoldSweeperOptions) {
+    this.#o = { ...DEFAULT_HOLD_SWEEPER, ...options }
+  }
+
+  start(): void {
+    this.#stopped = false
+    const tick = () => {
+      if (this.#stopped) return
+      this.#running = this.sweep()
+        .catch((err) => this.#o.log?.(`[hold-sweeper] ${(err as Error).message ?? err}`))
+        .finally(() => {
+          this.#running = undefined
+          if (!this.#stopped) this.#timer = setTimeout(tick, this.#o.intervalMs)
+        })
+    }
+    this.#timer = setTimeout(tick, this.#o.intervalMs)
+  }
+
+  /** Waits for the sweep in progress (it releases its lock), then stops. */
+  async stop(): Promise<void> {
+    this.#stopped = true
+    clearTimeout(this.#timer)
+    await this.#running
+  }
+
+  /** One sweep of every hold sale. */
+  async sweep(): Promise<void> {
+    const sales = await this.#o.db.query<{ product_id: string }>(
+      `SELECT product_id FROM sales WHERE payment = 'hold' ORDER BY product_id`,
+    )
+    for (const { product_id } of sales.rows) {
+      if (this.#stopped) return
+      await this.sweepSale(product_id)
+    }
+  }
+
+  /** One sweep of one sale, if no other worker is sweeping it. */
+  async sweepSale(productId: string): Promise<void> {
+    const { locks, lockTtlMs, onSwept } = this.#o
+    try {
+      await locks.using(
+        `hold-sweep:${productId}`,
+        // One attempt: a held lock is another sweeper at work, there is nothing to wait for.
+        { ttlMs: lockTtlMs, retryCount: 0, maxHoldMs: 60_000 },
+        (signal, lock) => this.#sweepLocked(productId, lock.fence, signal),
+      )
+      onSwept?.('swept', productId)
+    } catch (err) {
+      if (err instanceof FencedOut) {
+        this.#o.log?.(
+          `[hold-sweeper] sale ${productId}: fence ${err.message} refused (a newer sweeper holds the lock); wrote nothing`,
+        )
+        onSwept?.('fenced_out', productId)
+        return
+      }
+      if (err instanceof KunciError) {
+        if (err.code === 'E_LOCK_NOT_ACQUIRED') return onSwept?.('busy', productId)
+        onSwept?.('unavailable', productId)
+        return
+      }
+      onSwept?.('error', productId)
+      throw err
+    }
+  }
+
+  async #sweepLocked(productId: string, fence: number, signal: AbortSignal): Promise<void> {
+    const { db, returns, batchSize, maxBatches, testPause, onExpired, onHolds, log } = this.#o
+    for (let batch = 0; batch < maxBatches; batch++) {
+      // Narrows the window only: a sweeper can stall right after this check, the fence below is
+      // what keeps it from writing.
+      if (signal.aborted || this.#stopped) return
+      const ended = await expireDue(db, { productId, fence, batchSize, testPause, log })
+      if (ended === 'fenced_out') throw new FencedOut(String(fence))
+      if (ended.length > 0) {
+        onExpired?.(productId, ended.length)
+        if (testPause?.at === 'before-return') {
+          log?.(
+            `[hold-sweeper] test pause: sale ${productId} fence ${fence} before-return ${testPause.ms} ms (${ended.length} expired)`,
+          )
+          await sleep(testPause.ms)
+        }
+        await returns.give(productId, ended)
+      }
+      if (ended.length < batchSize) break
+    }
+    // What a crash (or an unconfirmed return) left pending: idempotent, any sweeper may run it.
+    await returns.resumePending(productId)
+    const active = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM orders WHERE product_id = $1 AND status = 'reserved'`,
+      [productId],
+    )
+    onHolds?.(productId, active.rows[0]?.n ?? 0)
+  }
+}
+
+/** The sweeper's settings from the worker's environment; malformed values are refused at start. */
+export function holdSweeperEnv(
+  env: NodeJS.ProcessEnv = process.env,
+): Pick<HoldSweeperOptions, 'intervalMs' | 'lockTtlMs' | 'batchSize' | 'testPause'> {
+  const int = (name: string, min: number, max: number): number | undefined => {
+    const raw = env[name]
+    if (raw === undefined || raw === '') return undefined
+    const n = Number(raw)
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw new Error(`${name}=${raw}: expected an integer from ${min} to ${max}`)
+    return n
+  }
+  const pause = env.HOLD_SWEEP_TEST_PAUSE
+  let testPause: HoldSweeperOptions['testPause']
+  if (pause) {
+    const m = /^(before-write|before-return):(\d{1,6})$/.exec(pause)
+    if (!m)
+      throw new Error(
+        `HOLD_SWEEP_TEST_PAUSE=${pause}: expected before-write:<ms> or before-return:<ms> (tests only)`,
+      )
+    testPause = { at: m[1] as 'before-write' | 'before-return', ms: Number(m[2]) }
+  }
+  return {
+    intervalMs: int('HOLD_SWEEP_INTERVAL_MS', 50, 600_000),
+    lockTtlMs: int('HOLD_SWEEP_LOCK_TTL_MS', 500, 60_000),
+    batchSize: int('HOLD_SWEEP_BATCH', 1, 10_000),
+    testPause,
+  }
+}

@@ -1,0 +1,287 @@
+import { Script } from 'kunci'
+import type pg from 'pg'
+import { type Db, inTransaction } from '../db/database.js'
+import { productOfOrder } from '../domain/ids.js'
+import type { OrderStatus } from '../domain/order-states.js'
+import { saleKeys } from '../redis/keys.js'
+import type { SaleStore } from '../sale/sale-store.js'
+import type { PendingReturn, UnitReturns } from './unit-returns.js'
+import { type ChargeResult, chargeOnce, type Queryable } from './wallets.js'
+
+/**
+ * Pay and cancel of a held order (a sale with `payment: 'hold'`, issue 16), and the one statement
+ * that ends held orders (cancel, expiry by the sweeper or by a late pay): every change of a held
+ * order happens with its row locked (FOR UPDATE), so a pay, a cancel and the sweeper racing for one
+ * order settle it once, and the repeats answer what the first one did.
+ *
+ * The deadline is PostgreSQL's clock: `now() < pay_by` decides payable or expired, for the pay
+ * route and for the sweeper alike, so the two can never disagree about an order (pay_by itself is
+ * the Redis server time of the reservation + hold_seconds, written by the worker).
+ */
+
+/** The order as pay and cancel answer it (`GET /v1/orders/:id` shows the same fields). */
+export interface HeldOrderView {
+  order_id: string
+  status: OrderStatus
+  user_id: string
+  product_id: string
+  amount: number
+  /** paid (and confirmed, an instant sale's paid order): when it was charged. */
+  paid_at?: string
+  cancelled_at?: string
+  expired_at?: string
+}
+
+export type OrderActionCode =
+  | 'UNKNOWN_ORDER'
+  | 'ORDER_PENDING'
+  | 'NOT_YOUR_ORDER'
+  | 'ORDER_NOT_PAYABLE'
+  | 'INSUFFICIENT_FUNDS'
+
+export type OrderActionResult =
+  | { ok: true; order: HeldOrderView; charge?: ChargeResult }
+  | { ok: false; code: OrderActionCode; message: string; status?: string }
+
+/** An order that ended now and gives its unit back (after the commit: UnitReturns.give). */
+export interface EndedOrder extends PendingReturn {
+  productId: string
+}
+
+interface OrderRow {
+  order_id: string
+  product_id: string
+  user_id: string
+  round: number
+  status: OrderStatus
+  price_cents: string
+  ended_at: Date | null
+  past_due: boolean
+  charged_at: Date | null
+}
+
+const LOCK_ORDER = `SELECT o.order_id, o.product_id, o.user_id, o.round, o.status, o.price_cents, o.ended_at,
+    (o.pay_by IS NOT NULL AND now() >= o.pay_by) AS past_due, p.created_at AS charged_at
+  FROM orders o LEFT JOIN payments p ON p.order_id = o.order_id
+  WHERE o.order_id = $1 FOR UPDATE OF o`
+
+/**
+ * Ends held orders (status 'reserved' only; others are left as they are) as `cancelled` or
+ * `expired`, in the caller's transaction: ended_at, unit_return 'pending', and the sale's `sold`
+ * lowered for those of its current round (an old round's unit went with the reset). Returns the
+ * orders that ended now; the caller gives their units back after the commit.
+ */
+export async function endHeldOrders(
+  c: Queryable,
+  orderIds: readonly string[],
+  status: 'cancelled' | 'expired',
+): Promise<EndedOrder[]> {
+  if (orderIds.length === 0) return []
+  const r = await c.query<{ order_id: string; product_id: string; user_id: string; round: number }>(
+    `WITH ended AS (
+       UPDATE orders SET status = $2, ended_at = now(), unit_return = 'pending'
+       WHERE order_id = ANY($1) AND status = 'reserved'
+       RETURNING order_id, product_id, user_id, round
+     ), released AS (
+       UPDATE sales s SET sold = s.sold - n.c, updated_at = now()
+       FROM (SELECT product_id, round, count(*)::int AS c FROM ended GROUP BY product_id, round) n
+       WHERE s.product_id = n.product_id AND s.round = n.round
+     )
+     SELECT order_id, product_id, user_id, round FROM ended ORDER BY order_id`,
+    [[...orderIds], status],
+  )
+  return r.rows.map((row) => ({
+    orderId: row.order_id,
+    productId: row.product_id,
+    userId: row.user_id,
+    round: row.round,
+    reason: status,
+  }))
+}
+
+/** set-status.lua (also the AMQP consumer's): the order's status in Redis, if Redis still has it. */
+const SET_STATUS = Script.fromFile(new URL('./scripts/set-status.lua', import.meta.url))
+
+export interface OrderPaymentsOptions {
+  db: Db
+  store: SaleStore
+  returns: UnitReturns
+  /** The balance of a user without a wallet (DEFAULT_WALLET_BALANCE), in cents. */
+  defaultWalletBalanceCents: number
+  /** Told each charge attempt's result (flash_sale_payments_total). */
+  onCharge?: (result: ChargeResult) => void
+  /** Told of orders expired here (a pay or cancel that came after pay_by). */
+  onExpired?: (productId: string, units: number) => void
+  onError?: (err: unknown) => void
+}
+
+export class OrderPayments {
+  constructor(readonly options: OrderPaymentsOptions) {}
+
+  /**
+   * Charges a reserved order once and marks it paid. Repeats and concurrent calls (any instance)
+   * wait for the row lock and answer the same body. Past pay_by the order is expired here (and
+   * its unit given back) if the sweeper has not done it yet: the answer is the same either way.
+   */
+  async pay(orderId: string, userId: string): Promise<OrderActionResult> {
+    const { defaultWalletBalanceCents: dflt, onCharge } = this.options
+    const ended: EndedOrder[] = []
+    const result = await inTransaction(this.options.db, async (c): Promise<OrderActionResult> => {
+      const row = await lockOrder(c, orderId)
+      if (!row) return this.#absent(orderId)
+      if (row.user_id !== userId) return notYours(orderId)
+      if (row.status === 'paid' || row.status === 'confirmed') return { ok: true, order: view(row) }
+      if (row.status === 'reserved' && row.past_due) {
+        ended.push(...(await endHeldOrders(c, [orderId], 'expired')))
+        return notPayable(orderId, 'expired')
+      }
+      if (row.status !== 'reserved') return notPayable(orderId, row.status)
+      const charge = await chargeOnce(c, { orderId, userId, amountCents: Number(row.price_cents) }, dflt)
+      onCharge?.(charge)
+      if (charge === 'insufficient_funds') {
+        return {
+          ok: false,
+          code: 'INSUFFICIENT_FUNDS',
+          message: `the wallet of user ${userId} does not cover ${cents(row.price_cents)}: top it up and pay again before pay_by; the order stays reserved until then`,
+        }
+      }
+      const paid = await c.query<{ ended_at: Date }>(
+        `UPDATE orders SET status = 'paid', ended_at = now() WHERE order_id = $1 RETURNING ended_at`,
+        [orderId],
+      )
+      return { ok: true, order: view({ ...row, status: 'paid', ended_at: paid.rows[0]!.ended_at }), charge }
+    })
+    await this.#afterCommit(ended)
+    if (result.ok && result.charge === 'charged') await this.#markRedis(result.order, 'paid')
+    return result
+  }
+
+  /** Cancels a reserved order and gives its unit back; a repeat answers the same. */
+  async cancel(orderId: string, userId: string): Promise<OrderActionResult> {
+    const ended: EndedOrder[] = []
+    const result = await inTransaction(this.options.db, async (c): Promise<OrderActionResult> => {
+      const row = await lockOrder(c, orderId)
+      if (!row) return this.#absent(orderId)
+      if (row.user_id !== userId) return notYours(orderId)
+      if (row.status === 'cancelled') return { ok: true, order: view(row) }
+      const expire = row.status === 'reserved' && row.past_due
+      if (row.status !== 'reserved' || expire) {
+        if (expire) ended.push(...(await endHeldOrders(c, [orderId], 'expired')))
+        return notPayable(orderId, expire ? 'expired' : row.status, 'cancelled')
+      }
+      const now = await endHeldOrders(c, [orderId], 'cancelled')
+      ended.push(...now)
+      const at = await c.query<{ ended_at: Date }>('SELECT ended_at FROM orders WHERE order_id = $1', [
+        orderId,
+      ])
+      return { ok: true, order: view({ ...row, status: 'cancelled', ended_at: at.rows[0]!.ended_at }) }
+    })
+    await this.#afterCommit(ended)
+    return result
+  }
+
+  /** Not in SQL: the worker has not written it yet (Redis knows it), or there is no such order. */
+  async #absent(orderId: string): Promise<OrderActionResult> {
+    const productId = productOfOrder(orderId)
+    const cached =
+      productId === undefined
+        ? undefined
+        : await this.options.store.orderStatus(productId, orderId).catch(() => undefined)
+    if (cached)
+      return {
+        ok: false,
+        code: 'ORDER_PENDING',
+        message: `order ${orderId} is reserved but not recorded yet: retry in a second`,
+      }
+    return { ok: false, code: 'UNKNOWN_ORDER', message: `no order ${orderId}` }
+  }
+
+  /** The units of the orders that ended go back to the sale; a failure leaves them pending for the sweeper. */
+  async #afterCommit(ended: readonly EndedOrder[]): Promise<void> {
+    if (ended.length === 0) return
+    const { returns, onExpired, onError } = this.options
+    const first = ended[0]!
+    const expired = ended.filter((o) => o.reason === 'expired').length
+    if (expired > 0) onExpired?.(first.productId, expired)
+    await returns.give(first.productId, ended).catch((err) => onError?.(err))
+  }
+
+  /** Best effort: GET /v1/orders answers from SQL for a reserved status in Redis anyway. */
+  async #markRedis(order: HeldOrderView, status: 'paid'): Promise<void> {
+    await SET_STATUS.run(
+      this.options.store.client,
+      [saleKeys(order.product_id).status],
+      [order.order_id, status],
+    ).catch((err) => this.options.onError?.(err))
+  }
+}
+
+/** An order as GET /v1/orders/:order_id shows it from SQL (pay_by for held orders). */
+export async function orderDetails(
+  c: Queryable,
+  orderId: string,
+): Promise<
+  | {
+      status: string
+      user_id: string
+      failure_reason: string | null
+      pay_by: Date | null
+      ended_at: Date | null
+    }
+  | undefined
+> {
+  const r = await c.query(
+    'SELECT status, user_id, failure_reason, pay_by, ended_at FROM orders WHERE order_id = $1',
+    [orderId],
+  )
+  return r.rows[0]
+}
+
+async function lockOrder(c: pg.PoolClient, orderId: string): Promise<OrderRow | undefined> {
+  return (await c.query<OrderRow>(LOCK_ORDER, [orderId])).rows[0]
+}
+
+const cents = (c: string | number) => (Number(c) / 100).toFixed(2)
+
+function view(row: OrderRow): HeldOrderView {
+  const base = {
+    order_id: row.order_id,
+    status: row.status,
+    user_id: row.user_id,
+    product_id: row.product_id,
+    amount: Number(row.price_cents) / 100,
+  }
+  const at = row.ended_at?.toISOString()
+  if (row.status === 'paid' && at) return { ...base, paid_at: at }
+  if (row.status === 'confirmed' && row.charged_at) return { ...base, paid_at: row.charged_at.toISOString() }
+  if (row.status === 'cancelled' && at) return { ...base, cancelled_at: at }
+  if (row.status === 'expired' && at) return { ...base, expired_at: at }
+  return base
+}
+
+const notYours = (orderId: string): OrderActionResult => ({
+  ok: false,
+  code: 'NOT_YOUR_ORDER',
+  message: `order ${orderId} belongs to another user: send the user_id the checkout was made with`,
+})
+
+function notPayable(
+  orderId: string,
+  status: string,
+  action: 'paid' | 'cancelled' = 'paid',
+): OrderActionResult {
+  const why =
+    status === 'expired'
+      ? 'was not paid by its pay_by and expired; its unit went back to the sale: check out again'
+      : status === 'cancelled'
+        ? 'was cancelled; its unit went back to the sale: check out again'
+        : status === 'failed'
+          ? 'failed when it was recorded (see GET /v1/orders/:order_id for failure_reason)'
+          : `is ${status}`
+  return {
+    ok: false,
+    code: 'ORDER_NOT_PAYABLE',
+    message: `order ${orderId} cannot be ${action}: it ${why}`,
+    status,
+  }
+}
