@@ -411,8 +411,18 @@ export function demoVerdict(strategies: readonly StrategyReport[], aborted: bool
   const phases = strategies[0]?.phases ?? []
   const faults = phases.reduce((a, p) => a + p.faults.length, 0)
   const ok = broken.length === 0 && !aborted && correct.every((s) => s.phases.length > 0)
+  // Only what the phases that ran showed (`--phases` may leave out the storm or the money).
+  const storm = phases.some((p) => p.id.startsWith('storm-'))
+  const money = phases.some((p) => p.money !== undefined)
+  const claims = [
+    '0 oversold, every 200 persisted, nobody twice, no double charge',
+    ...(money
+      ? ['the books balanced (stock = sold + remaining, reserved = sold + returned), no balance below 0']
+      : []),
+    ...(storm ? [`answered again within ${STORM_RECOVERY_S} s of a master kill`] : []),
+  ]
   const headline = ok
-    ? `${names || 'no correct strategy'} held every invariant under ${faults} faults in ${phases.length} phases (a retry storm among them): 0 oversold, every 200 persisted, nobody twice, no double charge, answered again within ${STORM_RECOVERY_S} s of a master kill`
+    ? `${names || 'no correct strategy'} held every invariant under ${faults} faults in ${phases.length} phases${storm ? ' (a retry storm among them)' : ''}: ${claims.join(', ')}`
     : broken.length > 0
       ? `${broken.map((s) => s.strategy).join(' and ')} broke an invariant`
       : 'the run did not finish'

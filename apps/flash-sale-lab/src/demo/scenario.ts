@@ -26,8 +26,12 @@
 //   later arrivals) and the others for exactly one unit; `money-hold`, paid later, where the
 //   reserved buyers pay, cancel or never pay (a short hold_seconds, so expiry happens during the
 //   phase) and every fifth payer is short (402: the order expires). One fault each: kill -9 of the
-//   worker while it charges, returns and expires (restarted), so redelivered events and the
-//   sweeper's restart are part of the books checked.
+//   worker (restarted), while it charges and returns units in the first, while it expires orders
+//   in the second, so redelivered events and the sweeper's restart are part of the books checked.
+//   Not earlier in the held sale: orders reserved while the worker is down reach SQL only after
+//   its restart and claim, and their hold runs from the reservation (pay_by is Redis's time), so
+//   an outage as long as hold_seconds expires them before anyone can pay (ORDER_PENDING, then
+//   ORDER_NOT_PAYABLE): documented, but not what this phase is about.
 import { saleKeys } from '@kunci/flash-sale'
 import {
   type ChaosStep,
@@ -194,26 +198,26 @@ function crowdPair(stock: number, users: number, arriveS: number, opensS: number
 const PRICE = 49.99
 
 /**
- * The money phases: `stock` units, `users` arriving over `arriveS`, the worker killed at `killS`
- * for `downS` (see the decisions above).
+ * The money phases: `stock` units, `users` arriving over `arriveS`; the worker killed for
+ * `downS`, at `chargeKillS` in the instant sale (while it charges) and at `sweepKillS` in the held
+ * one (while it expires orders, after most were paid or not). See the decisions above.
  */
 function moneyPair(
   stock: number,
   users: number,
   arriveS: number,
   holdSeconds: number,
-  killS: number,
-  downS: number,
+  kills: { chargeKillS: number; sweepKillS: number; downS: number },
 ): PhasePlan[] {
+  const killWorker = (at: number, label: string): ChaosStep[] => [
+    { at: s(at), fault: 'kill-worker', durationMs: s(kills.downS), label },
+  ]
   const common = {
     stock,
     users,
     repeatRatio: 1,
     doubleClickRatio: 0.05,
     stages: ramp([arriveS, users]),
-    schedule: [
-      { at: s(killS), fault: 'kill-worker', durationMs: s(downS), label: 'kill -9 worker' },
-    ] as ChaosStep[],
   }
   return [
     {
@@ -221,6 +225,7 @@ function moneyPair(
       id: 'money-instant',
       productId: 9926,
       label: `${stock} units paid at once, ${users} users: 1 in 3 funded below the price, the others for one unit`,
+      schedule: killWorker(kills.chargeKillS, 'kill -9 worker (charging)'),
       money: {
         payment: 'instant',
         price: PRICE,
@@ -235,6 +240,7 @@ function moneyPair(
       id: 'money-hold',
       productId: 9927,
       label: `${stock} units held ${holdSeconds} s until paid, ${users} users: 60 % pay, 20 % cancel, 20 % never pay`,
+      schedule: killWorker(kills.sweepKillS, 'kill -9 worker (sweeping)'),
       money: {
         payment: 'hold',
         holdSeconds,
@@ -273,7 +279,7 @@ export function phasePlans(profile: DemoProfile): PhasePlan[] {
         },
         retryStorm(6, 100, 4),
         ...crowdPair(50, 200, 2, 1),
-        ...moneyPair(30, 90, 4, 2, 1.5, 1.5),
+        ...moneyPair(30, 90, 7, 3, { chargeKillS: 1, sweepKillS: 3.5, downS: 1 }),
       ]
     case 'default':
     case 'full': {
@@ -306,7 +312,7 @@ export function phasePlans(profile: DemoProfile): PhasePlan[] {
         },
         retryStorm(12, 200, 9),
         ...crowdPair(100, 600, 4, 2),
-        ...moneyPair(100, 300, 8, 3, 2, 2.5),
+        ...moneyPair(100, 300, 12, 5, { chargeKillS: 2, sweepKillS: 6, downS: 2 }),
       ]
     }
   }

@@ -65,7 +65,7 @@ describe('flash-sale-lab demo --phases money (lua, quick)', () => {
 
   it('hold: paid, cancelled and expired orders; every held order ended, each returned unit once', () => {
     const m = phase('money-hold').money!
-    expect(m).toMatchObject({ payment: 'hold', holdSeconds: 2, held: 0, pendingReturns: 0 })
+    expect(m).toMatchObject({ payment: 'hold', holdSeconds: 3, held: 0, pendingReturns: 0 })
     expect(m.paid).toBeGreaterThan(0)
     expect(m.cancelled).toBeGreaterThan(0)
     expect(m.expired).toBeGreaterThan(0)
