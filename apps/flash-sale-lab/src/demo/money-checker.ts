@@ -203,11 +203,11 @@ export function checkMoneyPhase(
     const status = u.order_id === null ? undefined : ledger.orders.get(u.order_id)?.status
     if (u.payment === 'paid' && status !== 'paid') toldPaidNotPaid++
     if (u.payment === 'cancelled' && status !== 'cancelled') toldCancelledNot++
-    // Never paid (on purpose, or refused 402): the order can only end expired.
+    // Never paid (on purpose, or refused 402): the order cannot end paid or cancelled (it expires,
+    // or the worker failed it before it was held).
     if (
       (u.payment === 'left' || u.payment === 'insufficient_funds') &&
-      status !== 'expired' &&
-      status !== 'reserved'
+      (status === 'paid' || status === 'cancelled' || status === 'confirmed')
     )
       unpaidNotExpired++
   }
@@ -220,10 +220,15 @@ export function checkMoneyPhase(
   const cancelled = count(b, 'cancelled')
   const expired = count(b, 'expired')
   const failedOther = Object.fromEntries(
-    Object.entries(b).filter(
-      ([k]) => k.startsWith('failed:') && k !== 'failed:INSUFFICIENT_FUNDS' && k !== 'failed:duplicate_unit',
-    ),
+    Object.entries(b)
+      .filter(
+        ([k]) =>
+          k.startsWith('failed:') && k !== 'failed:INSUFFICIENT_FUNDS' && k !== 'failed:duplicate_unit',
+      )
+      .map(([k, n]) => [k.slice('failed:'.length), n]),
   )
+  // No failover in these phases: a unit SQL did not have was promised (200) all the same.
+  const phantom = count(b, 'failed:sold_out_in_sql')
   const ended = failedFunds + failedDuplicate + cancelled + expired
   const reserved = holding + ended
   const pending = ledger.returnsPending
@@ -274,8 +279,13 @@ export function checkMoneyPhase(
     )
   if (ledger.returnsMissing > 0)
     violations.push(`${ledger.returnsMissing} order(s) ended without their unit and never returned it`)
-  const oversold = Math.max(0, ledger.sold - ledger.stockTotal, paid - ledger.stockTotal)
-  if (oversold > 0) violations.push(`oversold ${oversold} unit(s) of ${ledger.stockTotal}`)
+  const oversold = Math.max(0, ledger.sold - ledger.stockTotal, paid - ledger.stockTotal, phantom)
+  if (oversold > 0)
+    violations.push(
+      phantom > 0 && phantom === oversold
+        ? `oversold ${oversold} unit(s): reserved for buyers, then failed sold_out_in_sql (SQL had no unit left)`
+        : `oversold ${oversold} unit(s) of ${ledger.stockTotal}`,
+    )
   if (lost > 0) violations.push(`${lost} order(s) answered 200 but not in SQL`)
   if (wrongUser > 0) violations.push(`${wrongUser} order(s) in SQL for another user`)
   if (ledger.usersTwice > 0) violations.push(`${ledger.usersTwice} user(s) hold two units`)
@@ -295,7 +305,9 @@ export function checkMoneyPhase(
   if (toldCancelledNot > 0)
     violations.push(`${toldCancelledNot} user(s) told "cancelled" whose order is not cancelled`)
   if (unpaidNotExpired > 0)
-    violations.push(`${unpaidNotExpired} order(s) never paid that ended other than expired`)
+    violations.push(
+      `${unpaidNotExpired} order(s) their buyer never paid nor cancelled ended paid or cancelled`,
+    )
   if (ledger.payment === 'hold' && held > 0)
     violations.push(`${held} order(s) still reserved after their pay_by: never expired`)
   const notes: string[] = []
@@ -308,7 +320,13 @@ export function checkMoneyPhase(
     notes.push(`${figures.checkoutRefusedFunds} checkout(s) refused 402 INSUFFICIENT_FUNDS (no unit taken)`)
   if (expired + cancelled > 0) notes.push(`${cancelled} cancelled, ${expired} expired: their units came back`)
   for (const [reason, n] of Object.entries(failedOther))
-    notes.push(`${n} order(s) ${reason.replace(':', ' ')} (no unit to give back)`)
+    notes.push(`${n} order(s) failed ${reason} (no unit to give back)`)
+  if (failedDuplicate > 0)
+    notes.push(`${failedDuplicate} order(s) failed duplicate_unit (a user's unit reserved twice; returned)`)
+  if (ledger.payment === 'hold' && count(b, 'confirmed') > 0)
+    notes.push(
+      `${count(b, 'confirmed')} order(s) of this hold sale were charged at the checkout (confirmed): this strategy does not hold orders`,
+    )
   return {
     sold: answered.size,
     persisted: [...answered.keys()].filter((id) => ledger.orders.has(id)).length,

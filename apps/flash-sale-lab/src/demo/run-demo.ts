@@ -65,13 +65,12 @@ export const STRATEGY_DESCRIPTIONS: Readonly<Record<DemoStrategy, string>> = Obj
 // does not wait out the production idle time; the event-loop shed threshold is raised because the
 // demo runs load generator, 2 instances, a worker and 11 redis-servers on one small machine. No
 // request is in flight when a stack stops, so its drain need not wait 10 s for idle connections.
-// A user without a wallet starts with 500.00 (production: 0), ten units at the demo's price: the
-// phases before the money ones keep buying as they did; the money phases set every balance.
+// Wallets start at the lab stack's LAB_WALLET_BALANCE (production: 0), so the phases before the
+// money ones buy as they always did; the money phases set every balance they use.
 const DEMO_ENV = Object.freeze({
   CLAIM_IDLE_MS: '2000',
   MAX_EVENT_LOOP_DELAY_MS: '2000',
   DRAIN_TIMEOUT_MS: '1000',
-  DEFAULT_WALLET_BALANCE: '500.00',
 })
 const SAMPLE_EVERY_MS = 1_000
 

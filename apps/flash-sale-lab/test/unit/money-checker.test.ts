@@ -142,6 +142,19 @@ describe('the money checker', () => {
     )
   })
 
+  it('counts a unit promised that SQL did not have (sold_out_in_sql, naive) as oversold, not returned', () => {
+    const phantom = ledger({
+      byStatus: { confirmed: 3, 'failed:INSUFFICIENT_FUNDS': 1, 'failed:sold_out_in_sql': 2 },
+    })
+    const check = checkMoneyPhase(load, phantom, ctx())
+    expect(check.oversold).toBe(2)
+    expect(check.money.failedOther).toEqual({ sold_out_in_sql: 2 })
+    expect(check.money.returnsBalanced).toBe(true)
+    expect(check.violations).toEqual([
+      'oversold 2 unit(s): reserved for buyers, then failed sold_out_in_sql (SQL had no unit left)',
+    ])
+  })
+
   it('checks what held-order buyers were told against SQL', () => {
     const user = (id: string, order_id: string, payment: LoadUser['payment']): LoadUser => ({
       user_id: id as unknown as number,
