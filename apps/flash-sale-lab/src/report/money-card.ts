@@ -40,8 +40,9 @@ export function moneyRows(m: MoneyFigures): [string, string][] {
     ['balances: sum · min', `${amount(m.balances.sum)} · ${amount(m.balances.min)}`],
     ['stock = sold + remaining + pending', stockEquation(m)],
     ['reserved = sold + returned + pending', returnsEquation(m)],
-    ...(other ? ([['other failures', other]] as [string, string][]) : []),
-    ...(acts ? ([['buyers with a held order', acts]] as [string, string][]) : []),
+    // Always there, so that the console's columns line up row by row.
+    ['other failures', other || '–'],
+    ['buyers with a held order', acts || '–'],
   ]
 }
 
@@ -61,8 +62,8 @@ function rows(s: StrategyReport): string[] {
     const m = p.money!
     const ok = (b: boolean) => (b ? 'good' : 'bad')
     out.push(`<tr class="${i === 0 ? 'first-of-strategy' : ''}" data-phase="${esc(`${s.strategy}-${p.id}`)}">
-  <td class="l">${i === 0 ? `<b>${esc(s.strategy)}</b>` : ''}</td><td class="l">${esc(p.id)}</td>
-  <td class="l">${m.payment === 'hold' ? `hold ${esc(m.holdSeconds ?? '?')} s` : 'instant'}</td>
+  <td class="l">${i === 0 ? `<b>${esc(s.strategy)}</b>` : ''}</td>
+  <td class="l">${esc(p.id)} <span class="stats">${m.payment === 'hold' ? `hold ${esc(m.holdSeconds ?? '?')} s` : 'instant'}</span></td>
   <td>${int(m.stock)}</td><td>${int(m.reserved)}</td><td>${int(m.paid)}</td>
   <td>${int(m.failedFunds)}${m.checkoutRefusedFunds > 0 ? ` <span class="stats">(+${int(m.checkoutRefusedFunds)} × 402)</span>` : ''}</td>
   <td>${int(m.returned)}</td><td>${int(m.expired)}</td><td>${int(m.cancelled)}</td>
@@ -75,7 +76,7 @@ function rows(s: StrategyReport): string[] {
   })
   for (const m of s.moneySkipped ?? [])
     out.push(
-      `<tr><td class="l"><b>${esc(s.strategy)}</b></td><td class="l">${esc(m.phase)}</td><td class="l skipped" colspan="14">${esc(m.reason)}</td></tr>`,
+      `<tr><td class="l"><b>${esc(s.strategy)}</b></td><td class="l">${esc(m.phase)}</td><td class="l skipped" colspan="13">${esc(m.reason)}</td></tr>`,
     )
   return out
 }
@@ -94,7 +95,7 @@ returns not yet back in Redis, 0 once drained) and <i>reserved = sold + returned
 reserved is held by an order or was given back, once; a returned unit is in <i>remaining</i> or sold again).
 Balances are those of the phase's users: never below 0.</p>
 <div class="table-wrap"><table class="money">
-<thead><tr><th class="l">Strategy</th><th class="l">Sale</th><th class="l">payment</th><th>stock</th><th>reserved</th><th>paid</th>
+<thead><tr><th class="l">Strategy</th><th class="l">Sale, payment</th><th>stock</th><th>reserved</th><th>paid</th>
 <th>failed INSUFFICIENT_FUNDS</th><th>returned</th><th>expired</th><th>cancelled</th><th>remaining</th>
 <th>balances sum</th><th>balances min</th><th>stock = sold + remaining + pending</th><th>reserved = sold + returned + pending</th>
 <th class="l">verdict</th></tr></thead>
