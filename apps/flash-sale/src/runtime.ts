@@ -168,9 +168,14 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   const payments = new OrderPayments({
     db,
     store,
-    returns: new UnitReturns({ db, store, acks }),
+    returns: new UnitReturns({
+      db,
+      store,
+      acks,
+      onReturned: (product_id, reason, units) => metrics.unitsReturned.inc({ product_id, reason }, units),
+    }),
     defaultWalletBalanceCents: config.defaultWalletBalanceCents,
-    onCharge: (result) => metrics.holdPayments.inc({ result }),
+    onCharge: (result) => metrics.payments.inc({ result }),
     onExpired: (product_id, n) => metrics.ordersExpired.inc({ product_id }, n),
   })
   const deps: AppDeps = {

@@ -160,12 +160,6 @@ export function createServiceMetrics(registry: Registry) {
       labelNames: ['action', 'outcome'] as const,
       registers,
     }),
-    holdPayments: new Counter({
-      name: 'flash_sale_hold_payments_total',
-      help: 'Charges attempted by POST /v1/orders/:id/pay, by result (charged, already_charged, insufficient_funds)',
-      labelNames: ['result'] as const,
-      registers,
-    }),
     ordersExpired: new Counter({
       name: 'flash_sale_orders_expired_total',
       help: 'Held orders that were not paid by pay_by and expired (their unit goes back to the sale)',
@@ -198,12 +192,10 @@ export function createServiceMetrics(registry: Registry) {
   for (const outcome of ['acked', 'timeout', 'no_replica', 'error']) metrics.replicaAcks.inc({ outcome }, 0)
   for (const code of ['SOLD_OUT', 'ALREADY_PURCHASED', 'SALE_ENDED']) metrics.localAnswers.inc({ code }, 0)
   for (const kind of ['sold-out', 'epoch']) metrics.saleNotifications.inc({ kind }, 0)
-  for (const result of ['charged', 'insufficient_funds', 'already_charged'])
-    metrics.payments.inc({ result }, 0)
-  for (const result of ['charged', 'already_charged', 'insufficient_funds'])
-    metrics.holdPayments.inc({ result }, 0)
   for (const outcome of ['swept', 'busy', 'fenced_out', 'unavailable', 'error'])
     metrics.holdSweeps.inc({ outcome }, 0)
+  for (const result of ['charged', 'insufficient_funds', 'already_charged'])
+    metrics.payments.inc({ result }, 0)
   return metrics
 }
 

@@ -1,28 +1,24 @@
 import { RedisLock } from 'kunci'
-import type { ServiceConfig } from '../config.js'
 import type { Db } from '../db/database.js'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
-import type { ReplicaAcks } from '../redis/replica-acks.js'
-import type { SaleStore } from '../sale/sale-store.js'
 import { DEFAULT_HOLD_SWEEPER, HoldSweeper, holdSweeperEnv } from './hold-sweeper.js'
-import { UnitReturns } from './unit-returns.js'
+import type { UnitReturns } from './unit-returns.js'
 
 /**
  * The expiry sweeper inside `flash-sale worker` (every worker runs one; kunci's lock picks the
- * one that sweeps a sale). HOLD_SWEEP_INTERVAL_MS, HOLD_SWEEP_LOCK_TTL_MS, HOLD_SWEEP_BATCH tune
- * it; HOLD_SWEEP_TEST_PAUSE is for the fault tests only.
+ * one that sweeps a sale). HOLD_SWEEP_INTERVAL_MS, HOLD_SWEEP_LOCK_TTL_MS, HOLD_SWEEP_BATCH,
+ * HOLD_SWEEP_MAX_BATCHES tune it; HOLD_SWEEP_TEST_PAUSE is for the fault tests only.
  */
 export function startHoldSweeper(deps: {
-  config: ServiceConfig
   redis: RedisClient
   db: Db
-  store: SaleStore
-  acks: ReplicaAcks
+  /** The worker's one return path (with its replica confirmations and metrics). */
+  returns: UnitReturns
   metrics: ServiceMetrics
   log: (line: string) => void
 }): { stop(): Promise<void> } {
-  const { config, redis, db, store, metrics, log } = deps
+  const { redis, db, returns, metrics, log } = deps
   const settings = holdSweeperEnv()
   const lockTtlMs = settings.lockTtlMs ?? DEFAULT_HOLD_SWEEPER.lockTtlMs
   const locks = new RedisLock({
@@ -37,11 +33,7 @@ export function startHoldSweeper(deps: {
   const sweeper = new HoldSweeper({
     db,
     locks,
-    returns: new UnitReturns({
-      db,
-      store,
-      acks: config.durability === 'replica' ? deps.acks : undefined,
-    }),
+    returns,
     ...settings,
     onSwept: (outcome, product_id) => {
       metrics.holdSweeps.inc({ outcome })

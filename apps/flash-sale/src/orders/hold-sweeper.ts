@@ -24,8 +24,9 @@ export interface HoldSweeperOptions {
   /**
    * Tests only: stall this long at one point of a sweep while holding the lock, so a test can
    * SIGSTOP or kill -9 the holder there. `before-write`: inside the transaction, before the fenced
-   * write (in PostgreSQL, pg_sleep: the process waits on I/O as a stalled one would);
-   * `before-return`: after the commit, before the units go back to Redis. A line is logged first.
+   * write (a timer: once the process resumes, the write goes out whatever happened meanwhile, as
+   * after a GC pause or a SIGSTOP); `before-return`: after the commit, before the units go back to
+   * Redis. A line is logged first.
    */
   testPause?: { at: 'before-write' | 'before-return'; ms: number }
   onSwept?: (outcome: 'swept' | 'busy' | 'fenced_out' | 'unavailable' | 'error', productId: string) => void
@@ -65,7 +66,7 @@ export async function expireDue(
       o.log?.(
         `[hold-sweeper] test pause: sale ${o.productId} fence ${o.fence} before-write ${o.testPause.ms} ms`,
       )
-      await c.query('SELECT pg_sleep($1)', [o.testPause.ms / 1_000])
+      await sleep(o.testPause.ms)
     }
     const fenced = await c.query(
       'UPDATE sales SET sweep_fence = $2 WHERE product_id = $1 AND sweep_fence <= $2',
@@ -113,7 +114,9 @@ export class HoldSweeper {
   #stopped = false
 
   constructor(options: HoldSweeperOptions) {
-    this.#o = { ...DEFAULT_HOLD_SWEEPER, ...options }
+    // An option left undefined (an unset variable) keeps its default.
+    const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined))
+    this.#o = { ...DEFAULT_HOLD_SWEEPER, ...(given as HoldSweeperOptions) }
   }
 
   start(): void {
@@ -167,8 +170,10 @@ export class HoldSweeper {
         onSwept?.('fenced_out', productId)
         return
       }
-      if (err instanceof KunciError) {
+      if (err instanceof KunciError && err.code !== 'E_INVALID_OPTION') {
         if (err.code === 'E_LOCK_NOT_ACQUIRED') return onSwept?.('busy', productId)
+        // Lock nodes unreachable, or the lock lost mid-sweep: the next sweep (any worker) goes on.
+        this.#o.log?.(`[hold-sweeper] sale ${productId}: ${err.code}: ${err.message}`)
         onSwept?.('unavailable', productId)
         return
       }
@@ -210,7 +215,7 @@ export class HoldSweeper {
 /** The sweeper's settings from the worker's environment; malformed values are refused at start. */
 export function holdSweeperEnv(
   env: NodeJS.ProcessEnv = process.env,
-): Pick<HoldSweeperOptions, 'intervalMs' | 'lockTtlMs' | 'batchSize' | 'testPause'> {
+): Pick<HoldSweeperOptions, 'intervalMs' | 'lockTtlMs' | 'batchSize' | 'maxBatches' | 'testPause'> {
   const int = (name: string, min: number, max: number): number | undefined => {
     const raw = env[name]
     if (raw === undefined || raw === '') return undefined
@@ -233,6 +238,7 @@ export function holdSweeperEnv(
     intervalMs: int('HOLD_SWEEP_INTERVAL_MS', 50, 600_000),
     lockTtlMs: int('HOLD_SWEEP_LOCK_TTL_MS', 500, 60_000),
     batchSize: int('HOLD_SWEEP_BATCH', 1, 10_000),
+    maxBatches: int('HOLD_SWEEP_MAX_BATCHES', 1, 10_000),
     testPause,
   }
 }

@@ -611,6 +611,15 @@ export class OrderStore {
     }
   }
 
+  /** The orders of a sale's round whose unit return is pending (reconcile: are they in Redis yet?). */
+  async pendingReturnIds(productId: string, round: number): Promise<string[]> {
+    const r = await this.db.query<{ order_id: string }>(
+      `SELECT order_id FROM orders WHERE product_id = $1 AND round = $2 AND unit_return = 'pending'`,
+      [productId, round],
+    )
+    return r.rows.map((row) => row.order_id)
+  }
+
   /** Wallets below zero (flash_sale_wallet_balance_negative; never above 0 while the CHECK holds). */
   async negativeWallets(): Promise<number> {
     const r = await this.db.query<{ n: number }>(

@@ -82,20 +82,29 @@ export async function reconcile(
       )
     if (books.negative > 0) problems.push(`${books.negative} wallet(s) below zero`)
     if (stock.remaining !== undefined && inQueue === 0) {
-      const accounted = sale.sold + stock.remaining + sql.returns_pending + stock.deadLettered
+      // A pending return may already be in Redis (the worker died, or is about to mark it done,
+      // after Redis took the unit back): only those Redis does not hold yet are out of the stock.
+      let notInRedis = sql.returns_pending
+      let inRedis: number | undefined
+      if (redis) {
+        const k = saleKeys(p)
+        inRedis = await redis.hlen(k.returned)
+        const pending = sql.returns_pending > 0 ? await orders.pendingReturnIds(p, counts.round) : []
+        if (pending.length > 0) {
+          const held = await redis.hmget(k.returned, ...pending)
+          notInRedis = held.filter((v) => v === null).length
+        }
+      }
+      const accounted = sale.sold + stock.remaining + notInRedis + stock.deadLettered
       if (accounted !== counts.stock_total)
         problems.push(
-          `drift: stock ${counts.stock_total} ≠ sold ${sale.sold} + remaining in Redis ${stock.remaining} + returns pending ${sql.returns_pending}` +
+          `drift: stock ${counts.stock_total} ≠ sold ${sale.sold} + remaining in Redis ${stock.remaining} + returns pending ${notInRedis}` +
             (stock.deadLettered ? ` + dead letters ${stock.deadLettered}` : ''),
         )
-      if (redis) {
-        const inRedis = await redis.hlen(saleKeys(p).returned)
-        // A pending return may already be in Redis (the worker died before marking it done).
-        if (inRedis < sql.returned || inRedis > sql.returned + sql.returns_pending)
-          problems.push(
-            `returned: Redis holds ${inRedis} returned unit(s), SQL ${sql.returned} done and ${sql.returns_pending} pending`,
-          )
-      }
+      if (inRedis !== undefined && (inRedis < sql.returned || inRedis > sql.returned + sql.returns_pending))
+        problems.push(
+          `returned: Redis holds ${inRedis} returned unit(s), SQL ${sql.returned} done and ${sql.returns_pending} pending`,
+        )
     }
     report.push({
       product_id: p,

@@ -42,8 +42,14 @@ export class UnitReturns {
     for (const [round, list] of groupBy(orders, (o) => o.round)) {
       const reply = await store.returnUnits(productId, round, list)
       // Only once a replica holds the return (when one should): otherwise it stays pending and is
-      // run again, which returns it on the promoted master if the failover lost it.
-      if (acks && !(await acks.confirm(saleKeys(productId).ackMark))) continue
+      // run again, which returns it on the promoted master if the failover lost it. A master
+      // known to have no replica (promoted, its old master gone) is the only copy there is: the
+      // return is done there, or it would stay pending until a replica came back while the unit
+      // is already on sale (and reconcile could not tell the two apart).
+      if (acks) {
+        const outcome = await acks.confirmOutcome(saleKeys(productId).ackMark)
+        if (outcome !== 'acked' && outcome !== 'no_replica') continue
+      }
       for (const [i, o] of list.entries()) {
         const outcome = reply.outcomes[i]
         done.push(o.orderId)

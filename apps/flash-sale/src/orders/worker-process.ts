@@ -71,7 +71,7 @@ export async function runWorker(
       })
   worker?.start(() => store.saleIds())
   // Hold sales' expiry (issue 16): in every worker, one per sale at a time by kunci's lock.
-  const sweeper = startHoldSweeper({ config, redis, db, store, acks, metrics, log })
+  const sweeper = startHoldSweeper({ redis, db, returns, metrics, log })
   const group = amqp ? RELAY_GROUP : WORKER_GROUP
   const gauges = setInterval(() => {
     updateSaleGauges(redis, store, orders, metrics, group).catch(() => {})
@@ -99,8 +99,8 @@ export async function runWorker(
   await new Promise<void>((resolve) => {
     const stop = async () => {
       clearInterval(gauges)
-      await resume.stop()
       await sweeper.stop()
+      await resume.stop()
       await worker?.stop()
       await amqp?.stop()
       acks.close()

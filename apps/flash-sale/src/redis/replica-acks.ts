@@ -30,7 +30,7 @@ interface NodeState {
   conn: Redis | undefined
   inFlight: boolean
   /** Callers for the next round: their writes were answered before it is sent. */
-  next: ((acked: boolean) => void)[]
+  next: ((outcome: AckOutcome) => void)[]
   /** A key on this node's slot for the next round's marker write (the newest caller's). */
   marker: string
   noReplica: boolean
@@ -85,9 +85,19 @@ export class ReplicaAcks {
    * slot before this call; false if that could not be shown within the timeout, or at once if the
    * node is known to have no replica. Never rejects; takes at most timeoutMs + 500 ms.
    */
-  confirm(markerKey: string): Promise<boolean> {
+  async confirm(markerKey: string): Promise<boolean> {
+    return (await this.confirmOutcome(markerKey)) === 'acked'
+  }
+
+  /**
+   * confirm(), telling how it ended: `no_replica` means the node is known to have no replica
+   * (a promoted master whose old master is gone), so its own copy is all there is; writes that
+   * must not be lost but cannot wait for a replica that does not exist (a unit's return) treat it
+   * as done. `timeout`/`error`: it could not be shown, try again.
+   */
+  confirmOutcome(markerKey: string): Promise<AckOutcome> {
     const node = this.#closed ? undefined : this.#route.nodeOf(markerKey)
-    if (node === undefined) return this.#answer('error', false)
+    if (node === undefined) return this.#answer('error')
     let st = this.#nodes.get(node)
     if (st === undefined) {
       st = { conn: undefined, inFlight: false, next: [], marker: markerKey, noReplica: false, probedAt: 0 }
@@ -99,17 +109,17 @@ export class ReplicaAcks {
         st.marker = markerKey
         this.#send(node, st)
       }
-      return this.#answer('no_replica', false)
+      return this.#answer('no_replica')
     }
     st.marker = markerKey
-    const wait = new Promise<boolean>((resolve) => st.next.push(resolve))
+    const wait = new Promise<AckOutcome>((resolve) => st.next.push(resolve))
     if (!st.inFlight) this.#send(node, st)
     return wait
   }
 
-  #answer(outcome: AckOutcome, acked: boolean): Promise<boolean> {
+  #answer(outcome: AckOutcome): Promise<AckOutcome> {
     this.#onOutcome?.(outcome)
-    return Promise.resolve(acked)
+    return Promise.resolve(outcome)
   }
 
   #send(node: string, st: NodeState): void {
@@ -129,7 +139,7 @@ export class ReplicaAcks {
       st.inFlight = false
       for (const resolve of callers) {
         this.#onOutcome?.(outcome)
-        resolve(outcome === 'acked')
+        resolve(outcome)
       }
       if (st.next.length > 0 && !this.#closed) {
         // Callers that came while this round was out: if it just showed there is no replica,
@@ -139,7 +149,7 @@ export class ReplicaAcks {
           st.next = []
           for (const resolve of waiting) {
             this.#onOutcome?.('no_replica')
-            resolve(false)
+            resolve('no_replica')
           }
         } else this.#send(node, st)
       }
@@ -179,7 +189,7 @@ export class ReplicaAcks {
   close(): void {
     this.#closed = true
     for (const st of this.#nodes.values()) {
-      for (const resolve of st.next) resolve(false)
+      for (const resolve of st.next) resolve('error')
       st.next = []
       st.conn?.disconnect()
       st.conn = undefined

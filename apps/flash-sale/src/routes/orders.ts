@@ -15,8 +15,8 @@ export async function orderRoutes(app: FastifyInstance, deps: AppDeps): Promise<
     if (productId === undefined) throw new ApiError('UNKNOWN_ORDER', `no order ${orderId}`)
     const cached = await deps.store.orderStatus(productId, orderId).catch(() => undefined)
     // A final status in Redis is the answer (the worker, a payment, a return wrote it there after
-    // SQL); a reserved one may have moved on in SQL.
-    if (cached && cached.status !== 'reserved') {
+    // SQL); reserved (not persisted yet, or held until pay_by) and failed (failure_reason) come from SQL.
+    if (cached && cached.status !== 'reserved' && cached.status !== 'failed') {
       return { order_id: orderId, status: cached.status, product_id: productId, user_id: cached.userId }
     }
     let row: Awaited<ReturnType<typeof orderDetails>>

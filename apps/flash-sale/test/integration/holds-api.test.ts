@@ -1,0 +1,306 @@
+// Hold sales (issue 16 item 3) through app.inject() on real Redis (one node, durability none) and
+// real PostgreSQL: the admin's payment/hold_seconds, the reserved answer with pay_by, pay and cancel
+// (one charge, identical repeats, 402 leaves the order reserved), expiry by the sweeper and by a
+// late pay, and the sweeper's fence refusing an older token. Held orders are recorded in SQL here
+// as the worker records them (status reserved, pay_by, sold + 1), so each step is checked alone;
+// hold-sweeper-stack.test.ts runs the whole path with real workers and faults.
+import { type NodeSet, startNodes } from '@kunci/topology'
+import { RedisLock } from 'kunci'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type App, buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/config.js'
+import { connectDb } from '../../src/db/database.js'
+import { migrate } from '../../src/db/migrate.js'
+import { expireDue, HoldSweeper } from '../../src/orders/hold-sweeper.js'
+import { UnitReturns } from '../../src/orders/unit-returns.js'
+import { setBalance } from '../../src/orders/wallets.js'
+import { saleKeys } from '../../src/redis/keys.js'
+import { createRuntime, type Runtime } from '../../src/runtime.js'
+import { eventually } from '../support/eventually.js'
+import { createTestDatabase } from '../support/pg.js'
+
+const TOKEN = 'test-admin-token-0123456789'
+const PRICE = 20 // currency units; the default wallet (100.00) pays 5
+
+describe('hold sales: admin, reserved answers, pay, cancel, expiry', () => {
+  let nodes: NodeSet
+  let db: Awaited<ReturnType<typeof createTestDatabase>>
+  let runtime: Runtime
+  let app: App
+
+  beforeAll(async () => {
+    nodes = await startNodes({ count: 1, proxy: false })
+    db = await createTestDatabase('fs_holds')
+    const pool = connectDb(db.url, 1)
+    await migrate(pool)
+    await pool.end()
+    const node = nodes.nodes[0]!
+    runtime = await createRuntime(
+      loadConfig({
+        REDIS_URL: `redis://${node.host}:${node.port}`,
+        DATABASE_URL: db.url,
+        ADMIN_TOKEN: TOKEN,
+        DURABILITY: 'none',
+        DEFAULT_WALLET_BALANCE: '100.00',
+      }),
+    )
+    app = await buildApp(runtime.deps)
+  }, 60_000)
+
+  afterAll(async () => {
+    await app?.close()
+    await runtime?.close()
+    await nodes?.stop()
+    await db?.drop()
+  })
+
+  const put = (id: string, body: object) =>
+    app.inject({
+      method: 'PUT',
+      url: `/admin/sales/${id}`,
+      headers: { authorization: `Bearer ${TOKEN}` },
+      payload: body,
+    })
+  const checkout = (productId: string, userId: string, key?: string) =>
+    app.inject({
+      method: 'POST',
+      url: '/v1/checkout',
+      headers: key ? { 'idempotency-key': key } : {},
+      payload: { product_id: productId, user_id: userId },
+    })
+  const act = (orderId: string, action: 'pay' | 'cancel', userId: string) =>
+    app.inject({ method: 'POST', url: `/v1/orders/${orderId}/${action}`, payload: { user_id: userId } })
+  const getOrder = async (orderId: string) =>
+    (await app.inject({ method: 'GET', url: `/v1/orders/${orderId}` })).json()
+  const stock = async (productId: string) => Number(await runtime.redis.get(saleKeys(productId).stock))
+  const sql = <T extends Record<string, unknown>>(text: string, values: unknown[] = []) =>
+    runtime.db.query<T>(text, values).then((r) => r.rows)
+
+  /** What the worker writes for a new order of a hold sale (status reserved, pay_by, sold + 1). */
+  async function recordHeld(orderId: string, productId: string, userId: string, payBy: Date): Promise<void> {
+    const [sale] = await sql<{ round: number }>('SELECT round FROM sales WHERE product_id = $1', [productId])
+    await runtime.db.query(
+      `INSERT INTO orders (order_id, product_id, round, user_id, unit_no, price_cents, status, strategy, reserved_at, pay_by)
+       VALUES ($1, $2, $3, $4, 1, $5, 'reserved', 'lua', now(), $6)`,
+      [orderId, productId, sale!.round, userId, PRICE * 100, payBy],
+    )
+    await runtime.db.query('UPDATE sales SET sold = sold + 1 WHERE product_id = $1', [productId])
+  }
+
+  /** A checkout of a hold sale, recorded in SQL (pay_by as answered, or `payBy` to make it due). */
+  async function held(productId: string, userId: string, payBy?: Date): Promise<string> {
+    const res = await checkout(productId, userId)
+    expect(res.statusCode, res.body).toBe(200)
+    const body = res.json()
+    await recordHeld(body.order_id, productId, userId, payBy ?? new Date(body.pay_by))
+    return body.order_id
+  }
+
+  it('validates payment and hold_seconds, naming the field', async () => {
+    const cases: [object, string][] = [
+      [{ stock: 5, price: 1, payment: 'hold' }, 'hold_seconds'],
+      [{ stock: 5, price: 1, payment: 'instant', hold_seconds: 60 }, 'hold_seconds'],
+      [{ stock: 5, price: 1, hold_seconds: 60 }, 'hold_seconds'],
+      [{ stock: 5, price: 1, payment: 'hold', hold_seconds: 0 }, 'hold_seconds'],
+      [{ stock: 5, price: 1, payment: 'hold', hold_seconds: 86_401 }, 'hold_seconds'],
+      [{ stock: 5, price: 1, payment: 'hold', hold_seconds: 1.5 }, 'hold_seconds'],
+      [{ stock: 5, price: 1, payment: 'hold', hold_seconds: '60' }, 'hold_seconds'],
+      [{ stock: 5, price: 1, payment: 'later', hold_seconds: 60 }, 'payment'],
+    ]
+    for (const [body, field] of cases) {
+      const res = await put('bad', body)
+      expect(res.statusCode, JSON.stringify(body)).toBe(400)
+      expect(res.json().error).toMatchObject({ code: 'INVALID_REQUEST', field })
+    }
+    const ok = await put('h1', { stock: 10, price: PRICE, payment: 'hold', hold_seconds: 600 })
+    expect(ok.statusCode).toBe(200)
+    expect(ok.json()).toMatchObject({ payment: 'hold', hold_seconds: 600 })
+    const instant = await put('i1', { stock: 10, price: PRICE })
+    expect(instant.json()).toMatchObject({ payment: 'instant', hold_seconds: null })
+    expect(await sql('SELECT payment, hold_seconds FROM sales WHERE product_id = $1', ['h1'])).toEqual([
+      { payment: 'hold', hold_seconds: 600 },
+    ])
+  })
+
+  it('answers a hold sale reserved with pay_by (Redis time + hold_seconds); a replay answers the same', async () => {
+    await put('h2', { stock: 10, price: PRICE, payment: 'hold', hold_seconds: 600 })
+    const before = Date.now()
+    const first = await checkout('h2', 'u1', 'k-1')
+    expect(first.statusCode, first.body).toBe(200)
+    const body = first.json()
+    expect(body.status).toBe('reserved')
+    const payBy = Date.parse(body.pay_by)
+    // The Redis server's clock is this machine's: within a second of ours.
+    expect(payBy).toBeGreaterThan(before + 600_000 - 1_000)
+    expect(payBy).toBeLessThan(Date.now() + 600_000 + 1_000)
+    const replay = await checkout('h2', 'u1', 'k-1')
+    expect(replay.json()).toMatchObject({ order_id: body.order_id, status: 'reserved', pay_by: body.pay_by })
+    // The event carries the same reservation time the worker turns into pay_by.
+    const entries = (await runtime.redis.xrange(saleKeys('h2').orders, '-', '+')) as [string, string[]][]
+    const fields = entries[0]![1]
+    const at = Number(fields[fields.indexOf('reserved_at') + 1])
+    expect(at + 600_000).toBe(payBy)
+    // Redis knows it, SQL not yet: GET shows it reserved with its pay_by, pay says "retry".
+    expect(await getOrder(body.order_id)).toMatchObject({ status: 'reserved', pay_by: body.pay_by })
+    const pending = await act(body.order_id, 'pay', 'u1')
+    expect(pending.statusCode).toBe(409)
+    expect(pending.json().error.code).toBe('ORDER_PENDING')
+    expect(pending.headers['retry-after']).toBe('1')
+    // An instant sale answers as before: no pay_by.
+    await put('i2', { stock: 10, price: PRICE })
+    const instant = (await checkout('i2', 'u1')).json()
+    expect(instant.status).toBe('reserved')
+    expect(instant.pay_by).toBeUndefined()
+  })
+
+  it('pays once: 402 keeps the order reserved, then one charge and identical answers, also 20 at once', async () => {
+    await put('h3', { stock: 10, price: PRICE, payment: 'hold', hold_seconds: 600 })
+    const orderId = await held('h3', 'payer')
+    expect((await act(orderId, 'pay', 'someone-else')).json().error.code).toBe('NOT_YOUR_ORDER')
+    expect((await act(orderId, 'pay', 'someone-else')).statusCode).toBe(403)
+    expect((await act('h3.nosuchorder', 'pay', 'payer')).statusCode).toBe(404)
+
+    await setBalance(runtime.db, 'payer', 5_00, 100_00)
+    const poor = await act(orderId, 'pay', 'payer')
+    expect(poor.statusCode).toBe(402)
+    expect(poor.json().error.code).toBe('INSUFFICIENT_FUNDS')
+    expect(await getOrder(orderId)).toMatchObject({ status: 'reserved' })
+    expect(await sql('SELECT count(*)::int AS n FROM payments WHERE order_id = $1', [orderId])).toEqual([
+      { n: 0 },
+    ])
+
+    await setBalance(runtime.db, 'payer', 50_00, 100_00)
+    const answers = await Promise.all(Array.from({ length: 20 }, () => act(orderId, 'pay', 'payer')))
+    expect(answers.map((a) => a.statusCode)).toEqual(Array(20).fill(200))
+    const bodies = new Set(answers.map((a) => a.body))
+    expect(bodies.size).toBe(1)
+    const paid = answers[0]!.json()
+    expect(paid).toMatchObject({
+      order_id: orderId,
+      status: 'paid',
+      user_id: 'payer',
+      product_id: 'h3',
+      amount: PRICE,
+    })
+    expect(Date.parse(paid.paid_at)).not.toBeNaN()
+    expect((await act(orderId, 'pay', 'payer')).body).toBe(answers[0]!.body)
+    expect(await sql('SELECT count(*)::int AS n FROM payments WHERE order_id = $1', [orderId])).toEqual([
+      { n: 1 },
+    ])
+    expect(await sql(`SELECT balance_cents, charges FROM wallets WHERE user_id = 'payer'`)).toEqual([
+      { balance_cents: String(50_00 - PRICE * 100), charges: 1 },
+    ])
+    expect(await getOrder(orderId)).toMatchObject({ status: 'paid' })
+    // A paid order cannot be cancelled.
+    const cancel = await act(orderId, 'cancel', 'payer')
+    expect(cancel.statusCode).toBe(409)
+    expect(cancel.json().error).toMatchObject({ code: 'ORDER_NOT_PAYABLE', status: 'paid' })
+  })
+
+  it('cancels once, gives the unit back, and a cancelled order cannot be paid', async () => {
+    await put('h4', { stock: 3, price: PRICE, payment: 'hold', hold_seconds: 600 })
+    const orderId = await held('h4', 'canceller')
+    expect(await stock('h4')).toBe(2)
+    const first = await act(orderId, 'cancel', 'canceller')
+    expect(first.statusCode, first.body).toBe(200)
+    expect(first.json()).toMatchObject({ order_id: orderId, status: 'cancelled', user_id: 'canceller' })
+    expect((await act(orderId, 'cancel', 'canceller')).body).toBe(first.body)
+    expect(await stock('h4')).toBe(3)
+    expect(await sql('SELECT sold, returned FROM sales WHERE product_id = $1', ['h4'])).toEqual([
+      { sold: 0, returned: 1 },
+    ])
+    expect(await sql('SELECT unit_return FROM orders WHERE order_id = $1', [orderId])).toEqual([
+      { unit_return: 'done' },
+    ])
+    const pay = await act(orderId, 'pay', 'canceller')
+    expect(pay.statusCode).toBe(409)
+    expect(pay.json().error).toMatchObject({ code: 'ORDER_NOT_PAYABLE', status: 'cancelled' })
+    expect(await getOrder(orderId)).toMatchObject({ status: 'cancelled' })
+    // The user may buy again: the buyer record dropped the unit.
+    expect((await checkout('h4', 'canceller')).statusCode).toBe(200)
+  })
+
+  it('expires: a pay after pay_by answers expired and returns the unit; the sweeper expires the rest once', async () => {
+    await put('h5', { stock: 10, price: PRICE, payment: 'hold', hold_seconds: 600 })
+    const past = new Date(Date.now() - 1_000)
+    const late = await held('h5', 'late', past)
+    const never = await Promise.all(['n1', 'n2', 'n3'].map((u) => held('h5', u, past)))
+    const fresh = await held('h5', 'fresh')
+    expect(await stock('h5')).toBe(5)
+
+    const pay = await act(late, 'pay', 'late')
+    expect(pay.statusCode).toBe(409)
+    expect(pay.json().error).toMatchObject({ code: 'ORDER_NOT_PAYABLE', status: 'expired' })
+    expect(await stock('h5')).toBe(6)
+
+    const locks = new RedisLock({ client: runtime.redis, ttlMs: 2_000, maxTtlMs: 2_000 })
+    const outcomes: string[] = []
+    const sweeper = new HoldSweeper({
+      db: runtime.db,
+      locks,
+      returns: new UnitReturns({ db: runtime.db, store: runtime.deps.store }),
+      intervalMs: 100,
+      lockTtlMs: 2_000,
+      batchSize: 2,
+      onSwept: (o) => outcomes.push(o),
+      log: (l) => outcomes.push(l),
+    })
+    try {
+      sweeper.start()
+      await eventually(
+        () =>
+          sql<{ n: number }>(
+            `SELECT count(*)::int AS n FROM orders WHERE product_id = 'h5' AND status = 'expired'`,
+          ),
+        (r) => r[0]!.n === 4,
+        { what: 'the due orders expired' },
+      )
+      await eventually(
+        () => stock('h5'),
+        (s) => s === 9,
+        { what: 'their units back in Redis' },
+      )
+    } catch (err) {
+      throw new Error(`${(err as Error).message}; sweeps: ${outcomes.slice(-5).join(', ')}`)
+    } finally {
+      await sweeper.stop()
+      await locks.close()
+    }
+    expect(outcomes).toContain('swept')
+    for (const id of never) expect(await getOrder(id)).toMatchObject({ status: 'expired' })
+    expect(await getOrder(fresh)).toMatchObject({ status: 'reserved' })
+    expect(await sql('SELECT sold, returned FROM sales WHERE product_id = $1', ['h5'])).toEqual([
+      { sold: 1, returned: 4 },
+    ])
+    expect(await runtime.redis.hlen(saleKeys('h5').returned)).toBe(4)
+    expect(
+      await sql(`SELECT count(*)::int AS n FROM orders WHERE product_id = 'h5' AND unit_return <> 'done'`),
+    ).toEqual([{ n: 0 }])
+  })
+
+  it('refuses an older fence: nothing expires, nothing moves', async () => {
+    await put('h6', { stock: 10, price: PRICE, payment: 'hold', hold_seconds: 600 })
+    const past = new Date(Date.now() - 1_000)
+    await held('h6', 'a', past)
+    await held('h6', 'b', past)
+    const newer = await expireDue(runtime.db, { productId: 'h6', fence: 2_000, batchSize: 1 })
+    expect(newer).not.toBe('fenced_out')
+    expect((newer as unknown[]).length).toBe(1)
+    // The same holder's next batch passes (<=); an older holder's is refused.
+    const older = await expireDue(runtime.db, { productId: 'h6', fence: 1_999, batchSize: 10 })
+    expect(older).toBe('fenced_out')
+    expect(
+      await sql(
+        `SELECT status, count(*)::int AS n FROM orders WHERE product_id = 'h6' GROUP BY status ORDER BY status`,
+      ),
+    ).toEqual([
+      { status: 'expired', n: 1 },
+      { status: 'reserved', n: 1 },
+    ])
+    expect(await sql('SELECT sold, sweep_fence FROM sales WHERE product_id = $1', ['h6'])).toEqual([
+      { sold: 1, sweep_fence: '2000' },
+    ])
+    const again = await expireDue(runtime.db, { productId: 'h6', fence: 2_000, batchSize: 10 })
+    expect((again as unknown[]).length).toBe(1)
+  })
+})
