@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, it } from 'vitest'
 import { countBy, crowd, runCheckouts } from '../support/checkouts.js'
 import { saleFacts, violations } from '../support/invariants.js'
+import { getWallet, moneyFacts, putWallet } from '../support/money.js'
 import { useStack } from '../support/stack-fixture.js'
 
 // The source articles' first remedy: Redlock over 5 independent nodes around an SQL transaction
@@ -69,5 +70,59 @@ describe('redlock strategy: no oversell, no double charge, also with a lock node
     expect(countBy(outcomes, (o) => o.status)[200]).toBe(20)
     const facts = await saleFacts(fx.stack.databaseUrl, '9927')
     expect(violations(outcomes, facts, 20)).toEqual([])
+  })
+
+  it("the source articles' case: a balance for one unit, two sales bought at once on both instances → one 200, one 402 INSUFFICIENT_FUNDS, balance 0; a keyed repeat answers the same 402", {
+    timeout: 120_000,
+  }, async () => {
+    await fx.stack.putSale({ productId: '9931', stock: 50 })
+    await fx.stack.putSale({ productId: '9932', stock: 50 })
+    const users = Array.from({ length: 20 }, (_, i) => 60_000 + i)
+    for (const u of users) await putWallet(fx.stack, u, 49.99)
+    const [a, b] = await Promise.all(
+      ['9931', '9932'].map((p) =>
+        runCheckouts({
+          url: fx.stack.url,
+          productId: p,
+          calls: users.map((userId) => ({ userId, idempotencyKey: `k-${p}-${userId}` })),
+          concurrency: 20,
+        }),
+      ),
+    )
+    for (const [i, u] of users.entries()) {
+      const pair = [a![i]!, b![i]!]
+      expect(pair.map((o) => o.status).sort(), `user ${u}`).toEqual([200, 402])
+      expect(pair.find((o) => o.status === 402)?.body.error?.code).toBe('INSUFFICIENT_FUNDS')
+      expect(await getWallet(fx.stack, u)).toEqual({
+        user_id: String(u),
+        balance: 0,
+        charged: 49.99,
+        charges: 1,
+      })
+    }
+    expect(await moneyFacts(fx.stack.databaseUrl, users.map(String))).toEqual({
+      payments: 20,
+      charged_twice: 0,
+      negative: 0,
+      drifting: 0,
+    })
+    // Nothing was taken for the refused ones: each sale sold exactly its 200s.
+    for (const [p, outcomes] of [
+      ['9931', a!],
+      ['9932', b!],
+    ] as const) {
+      const facts = await saleFacts(fx.stack.databaseUrl, p)
+      expect(facts.confirmed).toHaveLength(outcomes.filter((o) => o.status === 200).length)
+    }
+    // The refusal is the key's answer: repeated, it is the same 402 (not a second attempt).
+    const refused = users.map((u, i) => (a![i]!.status === 402 ? ['9931', u] : ['9932', u]) as const)
+    const [p, u] = refused[0]!
+    await putWallet(fx.stack, u, 100)
+    const [again] = await runCheckouts({
+      url: fx.stack.url,
+      productId: p,
+      calls: [{ userId: u, idempotencyKey: `k-${p}-${u}` }],
+    })
+    expect(again).toMatchObject({ status: 402, body: { error: { code: 'INSUFFICIENT_FUNDS' } } })
   })
 })
