@@ -74,6 +74,12 @@ const DEMO_ENV = Object.freeze({
 })
 const SAMPLE_EVERY_MS = 1_000
 
+/** What a summary row needs of a phase's check, plain or money. */
+type PhaseCheckFigures = Pick<
+  PhaseCheck,
+  'sold' | 'oversold' | 'persisted' | 'duplicates' | 'doubleCharges' | 'violations' | 'notes'
+>
+
 interface AdminCounts {
   remaining: number
   pending: number
@@ -202,6 +208,36 @@ function summaryRow(
   }
 }
 
+/**
+ * After the load: waits for the worker (and for a money phase the expiry sweeper), then checks the
+ * answers against SQL: the money checker's books for a money phase, else checkPhase.
+ */
+async function settlePhase(
+  db: Db,
+  stack: LocalStack,
+  plan: PhasePlan,
+  load: LoadResult,
+  setCents: number,
+  options: ResolvedDemoOptions,
+  hooks: DemoHooks,
+) {
+  if (plan.money) {
+    const r = await settleAndCheck(db, stack, plan, load, setCents, options.drainTimeoutMs, hooks.signal)
+    return { check: r.check satisfies PhaseCheckFigures, drained: r.drained, money: r.check.money }
+  }
+  const answered200 = new Set(load.orders.filter((o) => o.status === 200).map((o) => o.order_id)).size
+  const drained = await waitForDrain(
+    db,
+    stack,
+    plan.productId,
+    answered200,
+    options.drainTimeoutMs,
+    hooks.signal,
+  )
+  const check = checkPhase(load, await readLedger(db, String(plan.productId)), plan.stock)
+  return { check: check satisfies PhaseCheckFigures, drained, money: undefined }
+}
+
 async function runPhase(
   strategy: DemoStrategy,
   plan: PhasePlan,
@@ -263,24 +299,7 @@ async function runPhase(
     },
   )
   const [load, events] = await Promise.all([loadRun, chaos])
-  const { check, drained, money } = plan.money
-    ? await (async () => {
-        const r = await settleAndCheck(db, stack, plan, load, setCents, options.drainTimeoutMs, hooks.signal)
-        return { ...r, money: r.check.money }
-      })()
-    : await (async () => {
-        const answered200 = new Set(load.orders.filter((o) => o.status === 200).map((o) => o.order_id)).size
-        const drained = await waitForDrain(
-          db,
-          stack,
-          plan.productId,
-          answered200,
-          options.drainTimeoutMs,
-          hooks.signal,
-        )
-        const check = checkPhase(load, await readLedger(db, String(plan.productId)), plan.stock)
-        return { check, drained, money: undefined }
-      })()
+  const { check, drained, money } = await settlePhase(db, stack, plan, load, setCents, options, hooks)
   const samples = await sampler.stop(load.startedAtMs)
   const summary = summaryRow(strategy, plan, load, events, chaosStartedAtMs, check, drained)
   log(
