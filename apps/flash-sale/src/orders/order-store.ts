@@ -81,10 +81,11 @@ export class CheckoutTx {
     return (await this.c.query<SaleRow>(SALE_SQL, [productId])).rows[0]
   }
 
-  /** The user's confirmed orders of this round, newest first. */
+  /** The user's orders of this round that hold a unit (confirmed; held or paid in a hold sale), newest first. */
   async confirmedOrdersOf(productId: string, round: number, userId: string): Promise<string[]> {
     const r = await this.c.query<{ order_id: string }>(
-      `SELECT order_id FROM orders WHERE product_id = $1 AND round = $2 AND user_id = $3 AND status = 'confirmed'
+      `SELECT order_id FROM orders WHERE product_id = $1 AND round = $2 AND user_id = $3
+         AND status IN ('confirmed', 'reserved', 'paid')
        ORDER BY persisted_at DESC`,
       [productId, round, userId],
     )
@@ -294,10 +295,14 @@ export class OrderStore {
           for (const [u, b] of read) balances.set(u, b)
         }
         let sold = sale?.sold ?? 0
+        // The units SQL still has go to the events in stream order, whether they can pay or not:
+        // an order refused for funds gives its unit back to Redis, so a later event cannot have
+        // it too (past the stock, Redis sold units that do not exist: sold_out_in_sql).
+        let slots = sold
         for (const e of list) {
           let d: Decision
           if (!sale || e.round !== sale.round) d = { kind: 'failed', reason: 'stale_round' }
-          else if (sold >= sale.stock_total) d = { kind: 'failed', reason: 'sold_out_in_sql' }
+          else if (slots++ >= sale.stock_total) d = { kind: 'failed', reason: 'sold_out_in_sql' }
           else if (hold) d = { kind: 'reserved', holdSeconds: sale.hold_seconds ?? 0 }
           else {
             const balance = balances.get(e.userId) ?? 0
@@ -358,12 +363,24 @@ export class OrderStore {
    */
   async #lockedBalances(c: Queryable, events: readonly OrderEvent[]): Promise<Map<string, number>> {
     const users = [...new Set(events.map((e) => e.userId))].sort()
-    await ensureWallets(c, users, this.defaultWalletCents)
-    const r = await c.query<{ user_id: string; balance_cents: string }>(
-      'SELECT user_id, balance_cents FROM wallets WHERE user_id = ANY($1) ORDER BY user_id FOR UPDATE',
-      [users],
+    // New wallets are this transaction's own until it commits (another inserting the same user
+    // waits on the unique index), so only the existing ones need the explicit lock.
+    const created = await c.query<{ user_id: string }>(
+      `INSERT INTO wallets (user_id, balance_cents, funded_cents)
+       SELECT u, $2, $2 FROM unnest($1::text[]) AS u ORDER BY u
+       ON CONFLICT (user_id) DO NOTHING RETURNING user_id`,
+      [users, this.defaultWalletCents],
     )
-    return new Map(r.rows.map((row) => [row.user_id, Number(row.balance_cents)]))
+    const balances = new Map(created.rows.map((row) => [row.user_id, this.defaultWalletCents]))
+    const existing = users.filter((u) => !balances.has(u))
+    if (existing.length > 0) {
+      const r = await c.query<{ user_id: string; balance_cents: string }>(
+        'SELECT user_id, balance_cents FROM wallets WHERE user_id = ANY($1) ORDER BY user_id FOR UPDATE',
+        [existing],
+      )
+      for (const row of r.rows) balances.set(row.user_id, Number(row.balance_cents))
+    }
+    return balances
   }
 
   /**
@@ -406,19 +423,22 @@ export class OrderStore {
       // was read before, without them, which is the defect.
       await c.query('SELECT 1 FROM wallets WHERE user_id = ANY($1) ORDER BY user_id FOR UPDATE', [users])
     }
+    // An upsert that always meets its row (created or locked above): ON CONFLICT goes through the
+    // primary key whatever the planner thinks of the table's size (an UPDATE … FROM unnest was
+    // planned as a scan of every wallet per batch).
     await c.query(
-      naiveLeft
-        ? `UPDATE wallets w SET balance_cents = x.b, charged_cents = w.charged_cents + x.a,
-             charges = w.charges + x.n, updated_at = now()
-           FROM unnest($1::text[], $2::bigint[], $3::int[], $4::bigint[]) AS x(u, a, n, b) WHERE w.user_id = x.u`
-        : `UPDATE wallets w SET balance_cents = w.balance_cents - x.a, charged_cents = w.charged_cents + x.a,
-             charges = w.charges + x.n, updated_at = now()
-           FROM unnest($1::text[], $2::bigint[], $3::int[]) AS x(u, a, n) WHERE w.user_id = x.u`,
+      `INSERT INTO wallets (user_id, balance_cents, charged_cents, charges)
+       SELECT * FROM unnest($1::text[], $4::bigint[], $2::bigint[], $3::int[]) ORDER BY 1
+       ON CONFLICT (user_id) DO UPDATE SET
+         balance_cents = ${naiveLeft ? 'EXCLUDED.balance_cents' : 'wallets.balance_cents - EXCLUDED.charged_cents'},
+         charged_cents = wallets.charged_cents + EXCLUDED.charged_cents,
+         charges = wallets.charges + EXCLUDED.charges, updated_at = now()`,
       [
         users,
         users.map((u) => perUser.get(u)!.cents),
         users.map((u) => perUser.get(u)!.n),
-        ...(naiveLeft ? [users.map((u) => naiveLeft.get(u) ?? 0)] : []),
+        // Naive: the balance it computed from its unlocked read. Guarded: unused (the row exists).
+        users.map((u) => naiveLeft?.get(u) ?? 0),
       ],
     )
     await c.query(

@@ -11,6 +11,7 @@ import {
   unavailable,
 } from '../domain/refusals.js'
 import type { OrderStore } from '../orders/order-store.js'
+import { reserveHeldOrder } from '../orders/payments.js'
 import type {
   CheckoutOutcome,
   CheckoutRequest,
@@ -154,15 +155,26 @@ export class RedlockStrategy implements CheckoutStrategy {
           // A later holder has written: this one stalled past its lock. Nothing is written.
           if (!written) refuse(busy('the product lock was lost before the write (fenced out)'))
           const orderId = newOrderId(productId)
-          await tx.confirm({
+          const order = {
             orderId,
             productId,
             round: sale.round,
             userId,
             unitNo: mine.length + 1,
             priceCents: Number(sale.price_cents),
-            strategy: 'redlock',
-          })
+          }
+          // A hold sale: reserved until pay_by, paid later (POST /v1/orders/:id/pay), not charged now.
+          const payBy = await reserveHeldOrder(tx.c, order)
+          if (payBy) {
+            return {
+              orderId,
+              status: 'reserved' as const,
+              remaining: sale.stock_total - sale.sold - 1,
+              replayed: false,
+              payByMs: payBy.getTime(),
+            }
+          }
+          await tx.confirm({ ...order, strategy: 'redlock' })
           return {
             orderId,
             status: 'confirmed' as const,

@@ -304,3 +304,86 @@ describe('hold sales: admin, reserved answers, pay, cancel, expiry', () => {
     expect((again as unknown[]).length).toBe(1)
   })
 })
+
+// The redlock strategy sells from SQL: a hold sale's order is written reserved in its checkout
+// transaction, with pay_by = PostgreSQL's now() + hold_seconds, and paid by the same route.
+describe('hold sales with the redlock strategy', () => {
+  let nodes: NodeSet
+  let lockNodes: NodeSet
+  let db: Awaited<ReturnType<typeof createTestDatabase>>
+  let runtime: Runtime
+  let app: App
+
+  beforeAll(async () => {
+    ;[nodes, lockNodes] = await Promise.all([
+      startNodes({ count: 1, proxy: false }),
+      startNodes({ count: 3, proxy: false }),
+    ])
+    db = await createTestDatabase('fs_holds_rl')
+    const pool = connectDb(db.url, 1)
+    await migrate(pool)
+    await pool.end()
+    const node = nodes.nodes[0]!
+    runtime = await createRuntime(
+      loadConfig({
+        STRATEGY: 'redlock',
+        REDIS_URL: `redis://${node.host}:${node.port}`,
+        // The lock nodes sit out their restart quarantine first: the checkout is retried past it.
+        REDLOCK_NODES: lockNodes.nodes.map((n) => `${n.host}:${n.port}`).join(','),
+        DATABASE_URL: db.url,
+        ADMIN_TOKEN: TOKEN,
+        DURABILITY: 'none',
+        DEFAULT_WALLET_BALANCE: '100.00',
+      }),
+    )
+    app = await buildApp(runtime.deps)
+  }, 60_000)
+
+  afterAll(async () => {
+    await app?.close()
+    await runtime?.close()
+    await nodes?.stop()
+    await lockNodes?.stop()
+    await db?.drop()
+  })
+
+  it('reserves with pay_by, pays once, counts the held unit against the per-user limit', async () => {
+    const put = await app.inject({
+      method: 'PUT',
+      url: '/admin/sales/r1',
+      headers: { authorization: `Bearer ${TOKEN}` },
+      payload: { stock: 5, price: PRICE, payment: 'hold', hold_seconds: 600 },
+    })
+    expect(put.statusCode).toBe(200)
+    const before = Date.now()
+    const res = await eventually(
+      () => app.inject({ method: 'POST', url: '/v1/checkout', payload: { product_id: 'r1', user_id: 'u1' } }),
+      (r) => r.statusCode !== 503 && r.statusCode !== 429,
+      { what: 'a checkout past the lock node quarantine' },
+    )
+    expect(res.statusCode, res.body).toBe(200)
+    const body = res.json()
+    expect(body.status).toBe('reserved')
+    expect(Date.parse(body.pay_by)).toBeGreaterThan(before + 600_000 - 2_000)
+    const again = await app.inject({
+      method: 'POST',
+      url: '/v1/checkout',
+      payload: { product_id: 'r1', user_id: 'u1' },
+    })
+    expect(again.json().error?.code).toBe('ALREADY_PURCHASED')
+    const rows = await runtime.db.query(`SELECT status, pay_by FROM orders WHERE order_id = $1`, [
+      body.order_id,
+    ])
+    expect(rows.rows[0]).toMatchObject({ status: 'reserved' })
+    expect((rows.rows[0]!.pay_by as Date).toISOString()).toBe(body.pay_by)
+    expect((await runtime.db.query('SELECT count(*)::int AS n FROM payments')).rows).toEqual([{ n: 0 }])
+    const paid = await app.inject({
+      method: 'POST',
+      url: `/v1/orders/${body.order_id}/pay`,
+      payload: { user_id: 'u1' },
+    })
+    expect(paid.statusCode, paid.body).toBe(200)
+    expect(paid.json()).toMatchObject({ status: 'paid', amount: PRICE })
+    expect((await runtime.db.query('SELECT count(*)::int AS n FROM payments')).rows).toEqual([{ n: 1 }])
+  })
+})

@@ -184,6 +184,21 @@ describe('insufficient funds and held orders at the worker', () => {
     expect((await walletFacts(['f1-rich', 'f1-poor'])).payments).toBe(3)
   })
 
+  it('an order refused for funds still uses up the unit SQL had for it: a later event past the stock is sold_out_in_sql, not sold with the unit that goes back', async () => {
+    // SQL has 1 unit left; Redis (ahead after a failover) sold 2: one of them does not exist.
+    await newSale('s1', 2)
+    await db.query(`UPDATE sales SET sold = 1 WHERE product_id = 's1'`)
+    await fund(['s1-poor'], 0)
+    await fund(['s1-rich'], 10 * PRICE)
+    expect(await orders.persistBatch([event('s1', 's1-poor'), event('s1', 's1-rich')], 'lua')).toEqual([
+      { kind: 'failed', reason: 'INSUFFICIENT_FUNDS' },
+      { kind: 'failed', reason: 'sold_out_in_sql' },
+    ])
+    // The poor order's unit goes back to Redis (pending): stock 2 = sold 1 + that unit.
+    const sale = await db.query(`SELECT sold FROM sales WHERE product_id = 's1'`)
+    expect(sale.rows[0].sold).toBe(1)
+  })
+
   it('a user without a wallet pays with the default balance (DEFAULT_WALLET_BALANCE); 0 refuses', async () => {
     await newSale('f2', 10)
     const funded = new OrderStore(db, { defaultWalletCents: 2 * PRICE })

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { findFreePort } from '@kunci/topology'
 import { type LocalStack, serviceCliPath } from './stack-fixture.js'
 
@@ -46,6 +47,21 @@ export class ExtraWorker {
     }
     child.stdout?.on('data', keep)
     child.stderr?.on('data', keep)
+  }
+
+  /** Once its metrics server answers (it listens after it connected to Redis and SQL). */
+  async ready(timeoutMs = 60_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs
+    while (
+      !(await fetch(this.metricsUrl).then(
+        (r) => r.ok,
+        () => false,
+      ))
+    ) {
+      if (!this.running) throw new Error(`worker ${this.name} exited: ${this.output.slice(-5).join('\n')}`)
+      if (Date.now() > deadline) throw new Error(`worker ${this.name} not ready within ${timeoutMs} ms`)
+      await sleep(100)
+    }
   }
 
   get running(): boolean {
