@@ -73,10 +73,12 @@ export async function expireDue(
       [o.productId, o.fence],
     )
     if ((fenced.rowCount ?? 0) === 0) return 'fenced_out'
-    // SKIP LOCKED: an order a pay or cancel holds right now is theirs to settle.
+    // Past pay_by, or of a round a reset ended. SKIP LOCKED: an order a pay or cancel holds right
+    // now is theirs to settle.
     const due = await c.query<{ order_id: string }>(
-      `SELECT order_id FROM orders WHERE product_id = $1 AND status = 'reserved' AND pay_by <= now()
-       ORDER BY pay_by LIMIT $2 FOR UPDATE SKIP LOCKED`,
+      `SELECT o.order_id FROM orders o JOIN sales s USING (product_id)
+       WHERE o.product_id = $1 AND o.status = 'reserved' AND (o.pay_by <= now() OR o.round <> s.round)
+       ORDER BY o.pay_by LIMIT $2 FOR UPDATE OF o SKIP LOCKED`,
       [o.productId, o.batchSize],
     )
     return endHeldOrders(
@@ -140,10 +142,12 @@ export class HoldSweeper {
     await this.#running
   }
 
-  /** One sweep of every hold sale. */
+  /** One sweep of every hold sale (and of a sale reset to instant that still has held orders). */
   async sweep(): Promise<void> {
     const sales = await this.#o.db.query<{ product_id: string }>(
-      `SELECT product_id FROM sales WHERE payment = 'hold' ORDER BY product_id`,
+      `SELECT product_id FROM sales s WHERE payment = 'hold'
+         OR EXISTS (SELECT 1 FROM orders o WHERE o.product_id = s.product_id AND o.status = 'reserved')
+       ORDER BY product_id`,
     )
     for (const { product_id } of sales.rows) {
       if (this.#stopped) return

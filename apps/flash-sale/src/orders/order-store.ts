@@ -182,9 +182,9 @@ export class OrderStore {
    *   the new orders in stream order. A unit SQL does not have fails `sold_out_in_sql` (Redis's
    *   count was too high after a failover); another round's event `stale_round`.
    * - Instant sales charge in the same transaction, with the guard (issue 16): the batch's wallet
-   *   rows are locked FOR UPDATE in user_id order (two workers' batches cannot deadlock), each
-   *   event is decided against the balance left by the events before it, then one UPDATE debits
-   *   and one INSERT records the payments. No balance is read in one transaction and written in
+   *   rows are created (new, with the default balance) or locked FOR UPDATE, in user_id order (two
+   *   workers' batches cannot deadlock), each event is decided against the balance left by the
+   *   events before it, then one upsert debits and one INSERT records the payments. No balance is read in one transaction and written in
    *   another: the row lock holds from the check to the commit. An order the wallet cannot pay
    *   fails `INSUFFICIENT_FUNDS` and does not take `sold`.
    * - Hold sales (sales.payment = 'hold'): the order is `reserved` until reserved_at +
@@ -470,13 +470,22 @@ export class OrderStore {
     return r.rows[0]?.left
   }
 
-  async order(
-    orderId: string,
-  ): Promise<{ status: string; user_id: string; failure_reason: string | null } | undefined> {
-    const r = await this.db.query<{ status: string; user_id: string; failure_reason: string | null }>(
-      'SELECT status, user_id, failure_reason FROM orders WHERE order_id = $1',
-      [orderId],
-    )
+  /** An order as GET /v1/orders shows it: `pay_by` for a held order (hold sales), else null. */
+  async order(orderId: string): Promise<
+    | {
+        status: OrderStatus
+        user_id: string
+        failure_reason: string | null
+        pay_by: Date | null
+      }
+    | undefined
+  > {
+    const r = await this.db.query<{
+      status: OrderStatus
+      user_id: string
+      failure_reason: string | null
+      pay_by: Date | null
+    }>('SELECT status, user_id, failure_reason, pay_by FROM orders WHERE order_id = $1', [orderId])
     return r.rows[0]
   }
 

@@ -60,9 +60,13 @@ interface OrderRow {
   charged_at: Date | null
 }
 
+// past_due: pay_by has passed, or the sale was reset since (a new round: the held unit went with
+// the old one), so the order can only expire.
 const LOCK_ORDER = `SELECT o.order_id, o.product_id, o.user_id, o.round, o.status, o.price_cents, o.ended_at,
-    (o.pay_by IS NOT NULL AND now() >= o.pay_by) AS past_due, p.created_at AS charged_at
+    (o.pay_by IS NOT NULL AND now() >= o.pay_by OR s.round IS DISTINCT FROM o.round) AS past_due,
+    p.created_at AS charged_at
   FROM orders o LEFT JOIN payments p ON p.order_id = o.order_id
+    LEFT JOIN sales s ON s.product_id = o.product_id
   WHERE o.order_id = $1 FOR UPDATE OF o`
 
 /**

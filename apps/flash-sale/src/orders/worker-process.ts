@@ -201,8 +201,14 @@ export function startResumingReturns(
       reported = true
     }
   }
+  let running = false
   const timer = setInterval(() => {
-    pass = pass.then(run)
+    // One pass at a time: a slow pass (Redis failing over) is not queued behind by more.
+    if (running) return
+    running = true
+    pass = run().finally(() => {
+      running = false
+    })
   }, everyMs)
   return {
     async stop() {

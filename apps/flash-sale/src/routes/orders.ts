@@ -32,9 +32,9 @@ export async function orderRoutes(app: FastifyInstance, deps: AppDeps): Promise<
         status: row.status,
         product_id: productId,
         user_id: row.user_id,
-        ...(row.pay_by && row.status === 'reserved' ? { pay_by: row.pay_by.toISOString() } : {}),
         ...(row.ended_at ? { ended_at: row.ended_at.toISOString() } : {}),
         ...(row.failure_reason ? { failure_reason: row.failure_reason } : {}),
+        ...(row.pay_by ? { pay_by: row.pay_by.toISOString() } : {}),
       }
     }
     if (cached) {

@@ -15,6 +15,9 @@ import {
  * The design that oversold: read the stock, then write stock − 1, in two round trips with nothing
  * in between to stop another pod doing the same. Kept only to show the failure; it is never the
  * default and `serve` prints a warning when it is chosen. (Idempotency keys are not honoured.)
+ * Its wallet is naive too: the worker persists naive orders with the read-then-write charge
+ * (OrderStore.persistBatch with strategy 'naive'), which charges twice for one debit under
+ * concurrency where the guarded charge of the other strategies never does.
  */
 export class NaiveStrategy implements CheckoutStrategy {
   readonly name = 'naive' as const

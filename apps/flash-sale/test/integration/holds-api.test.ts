@@ -278,6 +278,22 @@ describe('hold sales: admin, reserved answers, pay, cancel, expiry', () => {
     ).toEqual([{ n: 0 }])
   })
 
+  it('a reset ends the held orders of the old round: they expire, without touching the new round', async () => {
+    await put('h7', { stock: 10, price: PRICE, payment: 'hold', hold_seconds: 600 })
+    const old1 = await held('h7', 'r1')
+    const old2 = await held('h7', 'r2')
+    // Reset to an instant sale: the sweeper still looks at it while it has held orders.
+    await put('h7', { stock: 10, price: PRICE })
+    const pay = await act(old1, 'pay', 'r1')
+    expect(pay.json().error).toMatchObject({ code: 'ORDER_NOT_PAYABLE', status: 'expired' })
+    const ended = await expireDue(runtime.db, { productId: 'h7', fence: 5_000, batchSize: 10 })
+    expect((ended as { orderId: string }[]).map((o) => o.orderId)).toEqual([old2])
+    expect(await sql('SELECT round, sold, returned FROM sales WHERE product_id = $1', ['h7'])).toEqual([
+      { round: 2, sold: 0, returned: 0 },
+    ])
+    expect(await stock('h7')).toBe(10)
+  })
+
   it('refuses an older fence: nothing expires, nothing moves', async () => {
     await put('h6', { stock: 10, price: PRICE, payment: 'hold', hold_seconds: 600 })
     const past = new Date(Date.now() - 1_000)

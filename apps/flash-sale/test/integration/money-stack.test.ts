@@ -220,6 +220,42 @@ describe('wallets with balances on the lua strategy', () => {
     }
   })
 
+  it('a hold sale (sales.payment = hold): the worker persists reserved with pay_by, takes sold, charges nothing; GET /v1/orders shows it', async () => {
+    await fx.stack.putSale({ productId: '9936', stock: 5 })
+    // PUT /admin/sales's `payment` field is the pay/cancel work's; the worker reads SQL's row.
+    await sql(
+      fx.stack.databaseUrl,
+      `UPDATE sales SET payment = 'hold', hold_seconds = 300 WHERE product_id = '9936'`,
+    )
+    const users = [8_001, 8_002, 8_003]
+    const outcomes = await runCheckouts({
+      url: fx.stack.url,
+      productId: 9936,
+      calls: users.map((userId) => ({ userId })),
+    })
+    expect(outcomes.map((o) => o.status)).toEqual([200, 200, 200])
+    const ids = outcomes.map((o) => o.body.order_id!)
+    const rows = await eventually(
+      () =>
+        sql<{ order_id: string; status: string; reserved_at: Date; pay_by: Date | null }>(
+          fx.stack.databaseUrl,
+          'SELECT order_id, status, reserved_at, pay_by FROM orders WHERE order_id = ANY($1)',
+          [ids],
+        ),
+      (r) => r.length === 3,
+      { timeoutMs: 30_000, what: 'the 3 held orders persisted' },
+    )
+    for (const r of rows) {
+      expect(r.status).toBe('reserved')
+      expect(r.pay_by!.getTime() - r.reserved_at.getTime()).toBe(300_000)
+      const view = await fetch(`${fx.stack.url}/v1/orders/${r.order_id}`).then((res) => res.json())
+      expect(view).toMatchObject({ status: 'reserved', pay_by: r.pay_by!.toISOString() })
+    }
+    expect(await moneyFacts(fx.stack.databaseUrl, users.map(String))).toMatchObject({ payments: 0 })
+    for (const u of users) expect(await getWallet(fx.stack, u)).toMatchObject({ balance: 1000, charges: 0 })
+    expect(await adminSale(fx.stack, '9936')).toMatchObject({ persisted: 3, remaining: 2, pending: 0 })
+  })
+
   it('reconcile exits 1 after a planted drift: a balance changed behind its back, a unit added in Redis', async () => {
     const clean = await runReconcile(fx.stack)
     expect(clean.code, clean.out + clean.err).toBe(0)
