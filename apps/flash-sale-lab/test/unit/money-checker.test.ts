@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest'
+import { parseDemoArgs } from '../../src/cli/demo.js'
+import { resolveDemoOptions } from '../../src/demo/demo-options.js'
 import { checkMoneyPhase, type MoneyContext, type MoneyLedger } from '../../src/demo/money-checker.js'
 import { balanceOf, moneyLoadOptions } from '../../src/demo/money-phases.js'
 import { phasePlans, selectPhases } from '../../src/demo/scenario.js'
@@ -204,6 +206,20 @@ describe('the money phases of the scenario', () => {
       // Distinct users: no other phase's charges in their books.
       expect(instant!.money!.userIdMin + instant!.users).toBeLessThanOrEqual(hold!.money!.userIdMin)
     }
+  })
+
+  it('--phases: ids or their start, checked against the profile', () => {
+    expect(parseDemoArgs(['--phases', 'money, storm-100']).options.phases).toEqual(['money', 'storm-100'])
+    expect(resolveDemoOptions({ profile: 'quick', phases: ['money', 'sale-1000'] }).phases).toEqual([
+      'money',
+      'sale-1000',
+    ])
+    expect(() => resolveDemoOptions({ profile: 'default', phases: ['sale-1000'] })).toThrow(
+      /no phase 'sale-1000' in profile default; use sale-100, sale-5000, storm-100/,
+    )
+    expect(() => resolveDemoOptions({ phases: [] })).toThrow(/--phases/)
+    expect(selectPhases(phasePlans('quick'), ['sale']).map((p) => p.id)).toEqual(['sale-100', 'sale-1000'])
+    expect(resolveDemoOptions({}).phases).toBeUndefined()
   })
 
   it('refuses afterReserved outside the crowd mode, and ratios above 1', () => {
