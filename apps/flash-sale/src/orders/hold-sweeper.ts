@@ -23,10 +23,10 @@ export interface HoldSweeperOptions {
   maxBatches?: number
   /**
    * Tests only: stall this long at one point of a sweep while holding the lock, so a test can
-   * SIGSTOP or kill -9 the holder there. `before-write`: inside the transaction, before the fenced
-   * write (a timer: once the process resumes, the write goes out whatever happened meanwhile, as
-   * after a GC pause or a SIGSTOP); `before-return`: after the commit, before the units go back to
-   * Redis. A line is logged first.
+   * SIGSTOP or kill -9 the holder there. `before-write`: just before the fenced transaction (a
+   * timer: once the process resumes, the write goes out whatever happened meanwhile, as after a
+   * GC pause or a SIGSTOP); `before-return`: after the commit, before the units go back to Redis.
+   * A line is logged first.
    */
   testPause?: { at: 'before-write' | 'before-return'; ms: number }
   onSwept?: (outcome: 'swept' | 'busy' | 'fenced_out' | 'unavailable' | 'error', productId: string) => void
@@ -61,13 +61,17 @@ export async function expireDue(
     log?: (line: string) => void
   },
 ): Promise<EndedOrder[] | 'fenced_out'> {
+  if (o.testPause?.at === 'before-write') {
+    o.log?.(
+      `[hold-sweeper] test pause: sale ${o.productId} fence ${o.fence} before-write ${o.testPause.ms} ms`,
+    )
+    await sleep(o.testPause.ms)
+  }
   return inTransaction(db, async (c): Promise<EndedOrder[] | 'fenced_out'> => {
-    if (o.testPause?.at === 'before-write') {
-      o.log?.(
-        `[hold-sweeper] test pause: sale ${o.productId} fence ${o.fence} before-write ${o.testPause.ms} ms`,
-      )
-      await sleep(o.testPause.ms)
-    }
+    // A sweeper stalled after its fenced write holds the sale's row lock, and the worker's
+    // persistence waits on that row: PostgreSQL ends such a session after 10 s idle in the
+    // transaction (rolled back, nothing written), so no stalled process stops the sale for long.
+    await c.query(`SELECT set_config('idle_in_transaction_session_timeout', '10000', true)`)
     const fenced = await c.query(
       'UPDATE sales SET sweep_fence = $2 WHERE product_id = $1 AND sweep_fence <= $2',
       [o.productId, o.fence],
@@ -183,11 +187,13 @@ export class HoldSweeper {
       }
       onSwept?.('error', productId)
       throw err
+    } finally {
+      await this.#countHolds(productId).catch(() => {})
     }
   }
 
   async #sweepLocked(productId: string, fence: number, signal: AbortSignal): Promise<void> {
-    const { db, returns, batchSize, maxBatches, testPause, onExpired, onHolds, log } = this.#o
+    const { db, returns, batchSize, maxBatches, testPause, onExpired, log } = this.#o
     for (let batch = 0; batch < maxBatches; batch++) {
       // Narrows the window only: a sweeper can stall right after this check, the fence below is
       // what keeps it from writing.
@@ -208,11 +214,17 @@ export class HoldSweeper {
     }
     // What a crash (or an unconfirmed return) left pending: idempotent, any sweeper may run it.
     await returns.resumePending(productId)
+  }
+
+  /** flash_sale_holds_active, from every worker whether it swept or not (no stale gauge). */
+  async #countHolds(productId: string): Promise<void> {
+    const { db, onHolds } = this.#o
+    if (!onHolds) return
     const active = await db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM orders WHERE product_id = $1 AND status = 'reserved'`,
       [productId],
     )
-    onHolds?.(productId, active.rows[0]?.n ?? 0)
+    onHolds(productId, active.rows[0]?.n ?? 0)
   }
 }
 

@@ -132,7 +132,7 @@ export class OrderPayments {
     const ended: EndedOrder[] = []
     const result = await inTransaction(this.options.db, async (c): Promise<OrderActionResult> => {
       const row = await lockOrder(c, orderId)
-      if (!row) return this.#absent(orderId)
+      if (!row) return this.#absent(orderId, userId)
       if (row.user_id !== userId) return notYours(orderId)
       if (row.status === 'paid' || row.status === 'confirmed') return { ok: true, order: view(row) }
       if (row.status === 'reserved' && row.past_due) {
@@ -165,7 +165,7 @@ export class OrderPayments {
     const ended: EndedOrder[] = []
     const result = await inTransaction(this.options.db, async (c): Promise<OrderActionResult> => {
       const row = await lockOrder(c, orderId)
-      if (!row) return this.#absent(orderId)
+      if (!row) return this.#absent(orderId, userId)
       if (row.user_id !== userId) return notYours(orderId)
       if (row.status === 'cancelled') return { ok: true, order: view(row) }
       const expire = row.status === 'reserved' && row.past_due
@@ -185,12 +185,13 @@ export class OrderPayments {
   }
 
   /** Not in SQL: the worker has not written it yet (Redis knows it), or there is no such order. */
-  async #absent(orderId: string): Promise<OrderActionResult> {
+  async #absent(orderId: string, userId: string): Promise<OrderActionResult> {
     const productId = productOfOrder(orderId)
     const cached =
       productId === undefined
         ? undefined
         : await this.options.store.orderStatus(productId, orderId).catch(() => undefined)
+    if (cached && cached.userId !== userId) return notYours(orderId)
     if (cached)
       return {
         ok: false,
@@ -268,6 +269,9 @@ export async function orderDetails(
 }
 
 async function lockOrder(c: pg.PoolClient, orderId: string): Promise<OrderRow | undefined> {
+  // A service instance stalled in the middle of a pay holds the order's row (and maybe the
+  // sale's): PostgreSQL ends the session after 10 s idle in the transaction, and rolls it back.
+  await c.query(`SELECT set_config('idle_in_transaction_session_timeout', '10000', true)`)
   return (await c.query<OrderRow>(LOCK_ORDER, [orderId])).rows[0]
 }
 

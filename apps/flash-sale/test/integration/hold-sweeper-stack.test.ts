@@ -2,8 +2,8 @@
 // a 3+3 Redis Cluster and PostgreSQL. 100 units held for a few seconds; buyers pay (one of them 20
 // times at once over both instances), cancel, run out of money, or never pay. During expiry the
 // sweeper that holds the sale's lock is killed with kill -9 (after it expired a batch, before the
-// units went back), the next is SIGSTOPped inside its transaction past the lock's TTL while a third
-// takes over, then resumed: its fenced write must be refused (its metric and its log say so). At
+// units went back), the next is SIGSTOPped just before its fenced write, past the lock's TTL, while
+// a third takes over, then resumed: its fenced write must be refused (its metric and log say so). At
 // the end every unit is paid or back in stock, each expired or cancelled order gave its unit back
 // exactly once, one payment per paid order.
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { setBalance } from '../../src/orders/wallets.js'
 import { saleKeys } from '../../src/redis/keys.js'
 import { eventually } from '../support/eventually.js'
+import { runReconcile } from '../support/money.js'
 import { useStack } from '../support/stack-fixture.js'
 import { adminRedis } from '../support/waiting-room.js'
 import { ExtraWorker } from '../support/workers.js'
@@ -142,7 +143,13 @@ describe('hold sale: pay, cancel, expire, with the sweeper killed and stalled', 
       if (i < 40) return actRecorded(b.json.order_id, 'pay', u)
       if (i < 60) return actRecorded(b.json.order_id, 'cancel', u)
       if (i === 60) {
-        const other = await actRecorded(b.json.order_id, 'pay', 'nobody')
+        // Recorded by the worker first, so that the 20 race for the row, not for ORDER_PENDING.
+        await eventually(
+          () => rows('SELECT 1 FROM orders WHERE order_id = $1', [b.json.order_id]),
+          (r) => r.length === 1,
+          { what: `order ${b.json.order_id} recorded`, intervalMs: 50 },
+        )
+        const other = await act(b.json.order_id, 'pay', 'nobody')
         expect(other.json.error?.code).toBe('NOT_YOUR_ORDER')
         // 20 pays of one order at once, over both instances (24 connections, round-robin).
         const twenty = await Promise.all(Array.from({ length: 20 }, () => act(b.json.order_id, 'pay', u)))
@@ -192,8 +199,8 @@ describe('hold sale: pay, cancel, expire, with the sweeper killed and stalled', 
       ]),
     ).toEqual([{ n: Number(killedAt![1]) }])
 
-    // The next sweeper takes the lock once the dead one's TTL ran out, and stalls in its
-    // transaction, before its fenced write: SIGSTOP it there, past the lock's TTL.
+    // The next sweeper takes the lock once the dead one's TTL ran out, and stalls holding it, just
+    // before its fenced write: SIGSTOP it there, past the lock's TTL.
     const stalled = await ExtraWorker.start(fx.stack, 'w-stalled', {
       HOLD_SWEEP_TEST_PAUSE: 'before-write:3000',
     })
@@ -202,7 +209,7 @@ describe('hold sale: pay, cancel, expire, with the sweeper killed and stalled', 
     const paused = await eventually(
       async () => stalled.line(/fence (\d+) before-write/),
       (m) => m !== undefined,
-      { what: 'the second sweeper in its transaction', intervalMs: 10 },
+      { what: 'the second sweeper about to write', intervalMs: 10 },
     )
     stalled.signal('SIGSTOP')
     const stalledFence = BigInt(paused![1]!)
@@ -271,6 +278,10 @@ describe('hold sale: pay, cancel, expire, with the sweeper killed and stalled', 
       expect(late.json.error).toMatchObject({ code: 'ORDER_NOT_PAYABLE', status: 'expired' })
       expect((await call('GET', `/v1/orders/${order(i)}`)).json).toMatchObject({ status: 'expired' })
     }
+    // The books balance (stock = sold + returned + remaining, one payment per paid order, …).
+    const books = await runReconcile(fx.stack)
+    expect(books.code, books.err + books.out).toBe(0)
+    expect(books.report.find((r) => r.product_id === PRODUCT)?.problems).toEqual([])
     // The units that came back sell again.
     const again = await call('POST', '/v1/checkout', { product_id: PRODUCT, user_id: 'late' })
     expect(again.status, again.text).toBe(200)

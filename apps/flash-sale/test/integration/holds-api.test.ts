@@ -122,6 +122,34 @@ describe('hold sales: admin, reserved answers, pay, cancel, expiry', () => {
     ])
   })
 
+  it('validates the pay and cancel bodies, naming the field', async () => {
+    for (const action of ['pay', 'cancel'] as const) {
+      const cases: [unknown, string][] = [
+        [{}, 'user_id'],
+        [{ user_id: '' }, 'user_id'],
+        [{ user_id: 'a b' }, 'user_id'],
+        [{ user_id: 0 }, 'user_id'],
+        [{ user_id: true }, 'user_id'],
+      ]
+      for (const [payload, field] of cases) {
+        const res = await app.inject({
+          method: 'POST',
+          url: `/v1/orders/h1.x/${action}`,
+          payload: payload as object,
+        })
+        expect(res.statusCode, `${action} ${JSON.stringify(payload)}`).toBe(400)
+        expect(res.json().error).toMatchObject({ code: 'INVALID_REQUEST', field })
+      }
+      const unknown = await app.inject({
+        method: 'POST',
+        url: `/v1/orders/nodot/${action}`,
+        payload: { user_id: 'u' },
+      })
+      expect(unknown.statusCode).toBe(404)
+      expect(unknown.json().error.code).toBe('UNKNOWN_ORDER')
+    }
+  })
+
   it('answers a hold sale reserved with pay_by (Redis time + hold_seconds); a replay answers the same', async () => {
     await put('h2', { stock: 10, price: PRICE, payment: 'hold', hold_seconds: 600 })
     const before = Date.now()
@@ -142,6 +170,7 @@ describe('hold sales: admin, reserved answers, pay, cancel, expiry', () => {
     expect(at + 600_000).toBe(payBy)
     // Redis knows it, SQL not yet: GET shows it reserved with its pay_by, pay says "retry".
     expect(await getOrder(body.order_id)).toMatchObject({ status: 'reserved', pay_by: body.pay_by })
+    expect((await act(body.order_id, 'pay', 'u2')).json().error.code).toBe('NOT_YOUR_ORDER')
     const pending = await act(body.order_id, 'pay', 'u1')
     expect(pending.statusCode).toBe(409)
     expect(pending.json().error.code).toBe('ORDER_PENDING')

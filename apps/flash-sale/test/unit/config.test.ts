@@ -25,6 +25,18 @@ describe('loadConfig', () => {
     })
   })
 
+  it('DEFAULT_WALLET_BALANCE: 0 in production, currency units with at most 2 decimals → cents', () => {
+    expect(loadConfig(base).defaultWalletBalanceCents).toBe(0)
+    expect(loadConfig({ ...base, DEFAULT_WALLET_BALANCE: '1000.00' }).defaultWalletBalanceCents).toBe(100_000)
+    expect(loadConfig({ ...base, DEFAULT_WALLET_BALANCE: '150.5' }).defaultWalletBalanceCents).toBe(15_050)
+    expect(loadConfig({ ...base, DEFAULT_WALLET_BALANCE: '7' }).defaultWalletBalanceCents).toBe(700)
+    for (const bad of ['-1', '1.234', 'ten', '1e3']) {
+      expect(() => loadConfig({ ...base, DEFAULT_WALLET_BALANCE: bad }), bad).toThrow(
+        /DEFAULT_WALLET_BALANCE/,
+      )
+    }
+  })
+
   it('reports every problem at once, each naming its variable', () => {
     let err: unknown
     try {
