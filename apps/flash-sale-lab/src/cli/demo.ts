@@ -11,16 +11,23 @@ import type { Command } from './command.js'
 const HELP = `usage: flash-sale-lab demo [--profile quick|default|full] [--strategies naive,redlock,lua]
                            [--database-url postgres://…] [--sql embedded|postgres|auto]
                            [--report-dir ${DEFAULT_DEMO_OPTIONS.reportDir}] [--instances ${DEFAULT_DEMO_OPTIONS.instances}] [--echo]
+                           [--phases money,storm-100,…]
 
 Per strategy, a whole local stack (3+3 Redis Cluster, 5 lock nodes, SQL, ${DEFAULT_DEMO_OPTIONS.instances} service processes,
 a worker), a sale of 100 units of product 9921, then a larger sale, each under a ramp of many
 users with repeats and double clicks while faults hit at fixed moments: kill -9 of the sale's
 cluster master (failover), kill -9 of a lock node and its restart, kill -9 of the worker and its
-restart, SIGSTOP of a lock node for a second. Prints a live line each second, a table per
-strategy and the verdict; writes <report-dir>/index.html.
+restart, SIGSTOP of a lock node for a second; a retry storm; the same crowd with and without the
+waiting room; and money: a sale where some wallets cannot pay (their units return and sell
+again) and a sale held until paid (paid, cancelled, expired). Prints a live line each second, a
+table per strategy and the verdict; writes <report-dir>/index.html.
 
   --profile        quick (seconds, for tests), default (about 2 minutes), full (the articles'
                    30s→100, 1m→500, 30s→0 ramp per strategy)
+  --phases         only these phases, by id or the start of ids: sale-100, sale-5000
+                   (quick: sale-1000), storm-100, crowd (crowd-direct, crowd-room), money
+                   (money-instant: funded and short wallets; money-hold: held orders paid,
+                   cancelled or left to expire)
   --sql            without --database-url: embedded (default, PGlite), postgres (a fresh
                    database per strategy on postgres://postgres@127.0.0.1:5432, dropped at the
                    end), auto (postgres if it answers, else embedded)
@@ -43,6 +50,7 @@ export function parseDemoArgs(argv: string[]): { options: DemoOptions; help: boo
   if (values['report-dir'] !== undefined) options.reportDir = values['report-dir']
   if (values.instances !== undefined) options.instances = Number(values.instances)
   if (values.echo) options.echo = true
+  if (values.phases !== undefined) options.phases = values.phases.split(',').map((x) => x.trim())
   return { options, help: values.help }
 }
 
@@ -59,6 +67,7 @@ function parse(argv: string[]) {
       'report-dir': { type: 'string' },
       instances: { type: 'string' },
       echo: { type: 'boolean', default: false },
+      phases: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   })

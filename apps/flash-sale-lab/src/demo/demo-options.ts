@@ -1,6 +1,7 @@
 // Options of one demo run, their defaults in one frozen table and the one resolver that checks
 // them; the three profiles (how long each phase lasts and when the faults hit) live in scenario.ts.
 import { DemoOptionError } from './errors.js'
+import { phasePlans, selectPhases } from './scenario.js'
 
 export type DemoStrategy = 'naive' | 'redlock' | 'lua'
 export type DemoProfile = 'quick' | 'default' | 'full'
@@ -33,6 +34,11 @@ export interface DemoOptions {
   drainTimeoutMs?: number
   /** Echo the stack's children on stderr. @defaultValue false */
   echo?: boolean
+  /**
+   * Only these phases, by id or the start of ids (`money`: money-instant and money-hold).
+   * @defaultValue undefined (every phase of the profile)
+   */
+  phases?: string[]
 }
 
 export const DEFAULT_DEMO_OPTIONS = Object.freeze({
@@ -45,9 +51,12 @@ export const DEFAULT_DEMO_OPTIONS = Object.freeze({
   instances: 2,
   drainTimeoutMs: 90_000,
   echo: false,
-} satisfies Omit<Required<DemoOptions>, 'databaseUrl'> & { databaseUrl: undefined })
+} satisfies Omit<Required<DemoOptions>, 'databaseUrl' | 'phases'> & { databaseUrl: undefined })
 
-export type ResolvedDemoOptions = Omit<Required<DemoOptions>, 'databaseUrl'> & { databaseUrl?: string }
+export type ResolvedDemoOptions = Omit<Required<DemoOptions>, 'databaseUrl' | 'phases'> & {
+  databaseUrl?: string
+  phases?: string[]
+}
 
 export function resolveDemoOptions(input: DemoOptions = {}): ResolvedDemoOptions {
   const o = { ...DEFAULT_DEMO_OPTIONS, ...input }
@@ -67,6 +76,20 @@ export function resolveDemoOptions(input: DemoOptions = {}): ResolvedDemoOptions
     throw new DemoOptionError('drainTimeoutMs', `expected a number of ms >= 1000, got ${o.drainTimeoutMs}`)
   if (typeof o.reportDir !== 'string' || o.reportDir === '')
     throw new DemoOptionError('--report-dir', 'expected a directory path')
-  const { databaseUrl, ...rest } = o
-  return databaseUrl === undefined ? rest : { ...rest, databaseUrl }
+  if (o.phases !== undefined) {
+    const plans = phasePlans(o.profile)
+    const known = plans.map((p) => p.id).join(', ')
+    if (!Array.isArray(o.phases) || o.phases.length === 0)
+      throw new DemoOptionError('--phases', `expected at least one of ${known}`)
+    for (const w of o.phases) {
+      if (selectPhases(plans, [w]).length === 0)
+        throw new DemoOptionError('--phases', `no phase '${w}' in profile ${o.profile}; use ${known}`)
+    }
+  }
+  const { databaseUrl, phases, ...rest } = o
+  return {
+    ...rest,
+    ...(databaseUrl === undefined ? {} : { databaseUrl }),
+    ...(phases === undefined ? {} : { phases }),
+  }
 }

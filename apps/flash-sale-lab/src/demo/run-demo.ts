@@ -22,7 +22,7 @@ import {
   type SummaryRow,
 } from '../report/report-input.js'
 import { type LocalStack, startStack } from '../stack/local-stack.js'
-import { checkPhase, readLedger } from './checker.js'
+import { checkPhase, type PhaseCheck, readLedger } from './checker.js'
 import { crowdLoadOptions, crowdRun, putPhaseSale, roomComparison, roomRefusal } from './crowd-phases.js'
 import {
   type DemoOptions,
@@ -31,9 +31,11 @@ import {
   resolveDemoOptions,
 } from './demo-options.js'
 import { runMeta } from './meta.js'
+import { fundWallets, moneyLoadOptions, putMoneySale, settleAndCheck } from './money-phases.js'
 import { formatDemoProgress, type ProgressState } from './progress-line.js'
-import { faultHandlers, type PhasePlan, phasePlans } from './scenario.js'
+import { faultHandlers, type PhasePlan, phasePlans, selectPhases } from './scenario.js'
 import { openSqlTarget } from './sql-target.js'
+import { formatMoneyLine } from './summary-table.js'
 
 export interface DemoHooks {
   /** Ctrl-C: the load stops, pending fault undos run at once, the stacks stop. */
@@ -63,12 +65,20 @@ export const STRATEGY_DESCRIPTIONS: Readonly<Record<DemoStrategy, string>> = Obj
 // does not wait out the production idle time; the event-loop shed threshold is raised because the
 // demo runs load generator, 2 instances, a worker and 11 redis-servers on one small machine. No
 // request is in flight when a stack stops, so its drain need not wait 10 s for idle connections.
+// Wallets start at the lab stack's LAB_WALLET_BALANCE (production: 0), so the phases before the
+// money ones buy as they always did; the money phases set every balance they use.
 const DEMO_ENV = Object.freeze({
   CLAIM_IDLE_MS: '2000',
   MAX_EVENT_LOOP_DELAY_MS: '2000',
   DRAIN_TIMEOUT_MS: '1000',
 })
 const SAMPLE_EVERY_MS = 1_000
+
+/** What a summary row needs of a phase's check, plain or money. */
+type PhaseCheckFigures = Pick<
+  PhaseCheck,
+  'sold' | 'oversold' | 'persisted' | 'duplicates' | 'doubleCharges' | 'violations' | 'notes'
+>
 
 interface AdminCounts {
   remaining: number
@@ -154,7 +164,10 @@ function summaryRow(
   load: LoadResult,
   events: ChaosEvent[],
   chaosStartedAtMs: number,
-  check: ReturnType<typeof checkPhase>,
+  check: Pick<
+    PhaseCheck,
+    'sold' | 'oversold' | 'persisted' | 'duplicates' | 'doubleCharges' | 'violations' | 'notes'
+  >,
   drained: boolean,
 ): SummaryRow {
   const byStatus: Record<string, number> = { ...load.totals.byStatus }
@@ -195,6 +208,36 @@ function summaryRow(
   }
 }
 
+/**
+ * After the load: waits for the worker (and for a money phase the expiry sweeper), then checks the
+ * answers against SQL: the money checker's books for a money phase, else checkPhase.
+ */
+async function settlePhase(
+  db: Db,
+  stack: LocalStack,
+  plan: PhasePlan,
+  load: LoadResult,
+  setCents: number,
+  options: ResolvedDemoOptions,
+  hooks: DemoHooks,
+) {
+  if (plan.money) {
+    const r = await settleAndCheck(db, stack, plan, load, setCents, options.drainTimeoutMs, hooks.signal)
+    return { check: r.check satisfies PhaseCheckFigures, drained: r.drained, money: r.check.money }
+  }
+  const answered200 = new Set(load.orders.filter((o) => o.status === 200).map((o) => o.order_id)).size
+  const drained = await waitForDrain(
+    db,
+    stack,
+    plan.productId,
+    answered200,
+    options.drainTimeoutMs,
+    hooks.signal,
+  )
+  const check = checkPhase(load, await readLedger(db, String(plan.productId)), plan.stock)
+  return { check: check satisfies PhaseCheckFigures, drained, money: undefined }
+}
+
 async function runPhase(
   strategy: DemoStrategy,
   plan: PhasePlan,
@@ -204,8 +247,13 @@ async function runPhase(
   hooks: DemoHooks,
 ): Promise<PhaseReport> {
   const log = hooks.log ?? (() => {})
-  const sale = await putPhaseSale(stack, plan)
-  log(`${strategy}: ${plan.label}: product ${plan.productId}, ${plan.stock} units, users 1..${plan.users}`)
+  // A money phase's sale is already there (runStrategy asked whether the strategy takes it).
+  const sale = plan.money ? undefined : await putPhaseSale(stack, plan)
+  const setCents = plan.money ? await fundWallets(stack, plan) : 0
+  const firstUser = plan.money?.userIdMin ?? 1
+  log(
+    `${strategy}: ${plan.label}: product ${plan.productId}, ${plan.stock} units, users ${firstUser}..${firstUser + plan.users - 1}`,
+  )
   const state: ProgressState = { strategy, phase: plan.id, faults: [] }
   const sampler = startSampler(stack, plan.productId, state)
   const active = new Map<number, string>()
@@ -243,6 +291,7 @@ async function runPhase(
         ? { maxRetries: Number.POSITIVE_INFINITY, retryDelayMs: [100, 300] as [number, number] }
         : {}),
       ...crowdLoadOptions(plan),
+      ...(plan.money ? moneyLoadOptions(plan) : {}),
     },
     {
       ...(hooks.signal ? { signal: hooks.signal } : {}),
@@ -250,26 +299,19 @@ async function runPhase(
     },
   )
   const [load, events] = await Promise.all([loadRun, chaos])
-  const answered200 = new Set(load.orders.filter((o) => o.status === 200).map((o) => o.order_id)).size
-  const drained = await waitForDrain(
-    db,
-    stack,
-    plan.productId,
-    answered200,
-    options.drainTimeoutMs,
-    hooks.signal,
-  )
+  const { check, drained, money } = await settlePhase(db, stack, plan, load, setCents, options, hooks)
   const samples = await sampler.stop(load.startedAtMs)
-  const check = checkPhase(load, await readLedger(db, String(plan.productId)), plan.stock)
   const summary = summaryRow(strategy, plan, load, events, chaosStartedAtMs, check, drained)
   log(
     `${strategy}: ${plan.id} done: ${summary.requestsPerSecond} req/s, sold ${summary.sold}, oversold ${summary.oversold}, persisted ${summary.persisted} → ${summary.verdict}`,
   )
   const crowd =
-    sale.opensAtEpochMs === undefined ? undefined : crowdRun(plan, load, sale.opensAtEpochMs, sale.answer)
+    sale?.opensAtEpochMs === undefined ? undefined : crowdRun(plan, load, sale.opensAtEpochMs, sale.answer)
   if (crowd) log(`${strategy}: ${plan.id}:\n${formatCrowd(crowd.figures)}`)
+  if (money) log(`${strategy}: ${plan.id}: ${formatMoneyLine(money)}`)
   return {
     ...(crowd ? { crowd } : {}),
+    ...(money ? { money } : {}),
     id: plan.id,
     label: plan.label,
     stock: plan.stock,
@@ -301,6 +343,7 @@ async function runStrategy(
   let stack: LocalStack | undefined
   const phases: PhaseReport[] = []
   let skipped: string | undefined
+  const moneySkipped: { phase: string; reason: string }[] = []
   try {
     stack = await startStack({
       strategy,
@@ -312,8 +355,17 @@ async function runStrategy(
     })
     const db = connectDb(stack.databaseUrl, 2)
     try {
-      for (const plan of phasePlans(options.profile)) {
+      for (const plan of selectPhases(phasePlans(options.profile), options.phases)) {
         if (hooks.signal?.aborted) break
+        if (plan.money) {
+          // Asked, not assumed: a strategy whose sales cannot be paid later says so in its 400.
+          const { refused } = await putMoneySale(stack, plan)
+          if (refused) {
+            moneySkipped.push({ phase: plan.id, reason: refused })
+            log(`${strategy}: ${plan.id} ${refused}`)
+            continue
+          }
+        }
         if (plan.crowd && strategy === 'redlock') {
           // Both crowd phases or neither: the direct one alone compares with nothing.
           if (plan.crowd.mode === 'waiting-room') {
@@ -340,6 +392,7 @@ async function runStrategy(
       expectedCorrect: strategy !== 'naive',
       phases,
       ...comparisonOf(phases, skipped),
+      ...(moneySkipped.length > 0 ? { moneySkipped } : {}),
     },
     sql: sql.description,
   }
@@ -376,8 +429,18 @@ export function demoVerdict(strategies: readonly StrategyReport[], aborted: bool
   const phases = strategies[0]?.phases ?? []
   const faults = phases.reduce((a, p) => a + p.faults.length, 0)
   const ok = broken.length === 0 && !aborted && correct.every((s) => s.phases.length > 0)
+  // Only what the phases that ran showed (`--phases` may leave out the storm or the money).
+  const storm = phases.some((p) => p.id.startsWith('storm-'))
+  const money = phases.some((p) => p.money !== undefined)
+  const claims = [
+    '0 oversold, every 200 persisted, nobody twice, no double charge',
+    ...(money
+      ? ['the books balanced (stock = sold + remaining, reserved = sold + returned), no balance below 0']
+      : []),
+    ...(storm ? [`answered again within ${STORM_RECOVERY_S} s of a master kill`] : []),
+  ]
   const headline = ok
-    ? `${names || 'no correct strategy'} held every invariant under ${faults} faults in ${phases.length} phases (a retry storm among them): 0 oversold, every 200 persisted, nobody twice, no double charge, answered again within ${STORM_RECOVERY_S} s of a master kill`
+    ? `${names || 'no correct strategy'} held every invariant under ${faults} faults in ${phases.length} phases${storm ? ' (a retry storm among them)' : ''}: ${claims.join(', ')}`
     : broken.length > 0
       ? `${broken.map((s) => s.strategy).join(' and ')} broke an invariant`
       : 'the run did not finish'

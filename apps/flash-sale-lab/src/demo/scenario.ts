@@ -19,6 +19,19 @@
 //   part of the crowd waits for the opening: without a room it clicks again every 100–300 ms,
 //   with one it polls as the page does. No fault: the figures compare the crowds, not a failover.
 //   Not with redlock, whose sales cannot have a room (the PUT is refused: the report says so).
+// - Money (issue 16) is two more phases, one sale each, a crowd of users whose wallets the phase
+//   sets first (ids of their own, so no other phase's charges are in their books): `money-instant`,
+//   paid when the worker persists the order, where every third user is funded for less than the
+//   price (their orders fail INSUFFICIENT_FUNDS and the units go back to the sale, to be bought by
+//   later arrivals) and the others for exactly one unit; `money-hold`, paid later, where the
+//   reserved buyers pay, cancel or never pay (a short hold_seconds, so expiry happens during the
+//   phase) and every fifth payer is short (402: the order expires). One fault each: kill -9 of the
+//   worker (restarted), while it charges and returns units in the first, while it expires orders
+//   in the second, so redelivered events and the sweeper's restart are part of the books checked.
+//   Not earlier in the held sale: orders reserved while the worker is down reach SQL only after
+//   its restart and claim, and their hold runs from the reservation (pay_by is Redis's time), so
+//   an outage as long as hold_seconds expires them before anyone can pay (ORDER_PENDING, then
+//   ORDER_NOT_PAYABLE): documented, but not what this phase is about.
 import { saleKeys } from '@kunci/flash-sale'
 import {
   type ChaosStep,
@@ -67,6 +80,24 @@ export interface PhasePlan {
     /** A user without a final answer by then gives up. */
     patienceMs: number
   }
+  /** A money phase (issue 16): its users (ids userIdMin..userIdMin + users − 1) arrive as a crowd. */
+  money?: MoneyPlan
+}
+
+export interface MoneyPlan {
+  payment: 'instant' | 'hold'
+  /** With 'hold': PUT /admin/sales/:id `hold_seconds`. */
+  holdSeconds?: number
+  price: number
+  /** The first user id; the crowd is users userIdMin.., in arrival order. */
+  userIdMin: number
+  /** Every `shortEvery`-th user (1-based) gets `shortBalance`, the others `fundedBalance`. */
+  shortEvery: number
+  fundedBalance: number
+  shortBalance: number
+  /** 'hold': shares of the reserved buyers who pay and who cancel (the rest never pay). */
+  payRatio?: number
+  cancelRatio?: number
 }
 
 const s = (seconds: number) => Math.round(seconds * 1000)
@@ -164,6 +195,67 @@ function crowdPair(stock: number, users: number, arriveS: number, opensS: number
   ]
 }
 
+const PRICE = 49.99
+
+/**
+ * The money phases: `stock` units, `users` arriving over `arriveS`; the worker killed for
+ * `downS`, at `chargeKillS` in the instant sale (while it charges) and at `sweepKillS` in the held
+ * one (while it expires orders, after most were paid or not). See the decisions above.
+ */
+function moneyPair(
+  stock: number,
+  users: number,
+  arriveS: number,
+  holdSeconds: number,
+  kills: { chargeKillS: number; sweepKillS: number; downS: number },
+): PhasePlan[] {
+  const killWorker = (at: number, label: string): ChaosStep[] => [
+    { at: s(at), fault: 'kill-worker', durationMs: s(kills.downS), label },
+  ]
+  const common = {
+    stock,
+    users,
+    repeatRatio: 1,
+    doubleClickRatio: 0.05,
+    stages: ramp([arriveS, users]),
+  }
+  return [
+    {
+      ...common,
+      id: 'money-instant',
+      productId: 9926,
+      label: `${stock} units paid at once, ${users} users: 1 in 3 funded below the price, the others for one unit`,
+      schedule: killWorker(kills.chargeKillS, 'kill -9 worker (charging)'),
+      money: {
+        payment: 'instant',
+        price: PRICE,
+        userIdMin: 500_001,
+        shortEvery: 3,
+        fundedBalance: PRICE,
+        shortBalance: 49.98,
+      },
+    },
+    {
+      ...common,
+      id: 'money-hold',
+      productId: 9927,
+      label: `${stock} units held ${holdSeconds} s until paid, ${users} users: 60 % pay, 20 % cancel, 20 % never pay`,
+      schedule: killWorker(kills.sweepKillS, 'kill -9 worker (sweeping)'),
+      money: {
+        payment: 'hold',
+        holdSeconds,
+        price: PRICE,
+        userIdMin: 600_001,
+        shortEvery: 5,
+        fundedBalance: PRICE,
+        shortBalance: 10,
+        payRatio: 0.6,
+        cancelRatio: 0.2,
+      },
+    },
+  ]
+}
+
 /** The phases of one strategy for a profile. */
 export function phasePlans(profile: DemoProfile): PhasePlan[] {
   switch (profile) {
@@ -187,6 +279,7 @@ export function phasePlans(profile: DemoProfile): PhasePlan[] {
         },
         retryStorm(6, 100, 4),
         ...crowdPair(50, 200, 2, 1),
+        ...moneyPair(30, 90, 7, 3, { chargeKillS: 1, sweepKillS: 3.5, downS: 1 }),
       ]
     case 'default':
     case 'full': {
@@ -219,9 +312,19 @@ export function phasePlans(profile: DemoProfile): PhasePlan[] {
         },
         retryStorm(12, 200, 9),
         ...crowdPair(100, 600, 4, 2),
+        ...moneyPair(100, 300, 12, 5, { chargeKillS: 2, sweepKillS: 6, downS: 2 }),
       ]
     }
   }
+}
+
+/**
+ * The phases `wanted` names (`--phases`): an id, or the start of ids before a '-' (`money` for
+ * money-instant and money-hold); every phase without `wanted`. In the profile's order.
+ */
+export function selectPhases(plans: PhasePlan[], wanted: readonly string[] | undefined): PhasePlan[] {
+  if (wanted === undefined) return plans
+  return plans.filter((p) => wanted.some((w) => p.id === w || p.id.startsWith(`${w}-`)))
 }
 
 export interface FaultTargets {

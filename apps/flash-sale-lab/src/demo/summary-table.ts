@@ -1,6 +1,13 @@
 // The end-of-run text: one table per strategy (a row per phase), what each fault cost, and the
 // verdict. Built from the same ReportInput as the HTML report, so the two never disagree.
-import type { FaultImpact, ReportInput, StrategyReport, SummaryRow } from '../report/report-input.js'
+import { moneyRows } from '../report/money-card.js'
+import type {
+  FaultImpact,
+  MoneyFigures,
+  ReportInput,
+  StrategyReport,
+  SummaryRow,
+} from '../report/report-input.js'
 import { formatComparison } from '../report/room-comparison.js'
 
 const ms = (v: number) => (v >= 100 ? v.toFixed(0) : v.toFixed(1))
@@ -62,7 +69,34 @@ export function formatStrategy(s: StrategyReport): string {
     for (const n of p.summary.notes ?? []) out.push(`    · ${n}`)
   }
   out.push(...formatComparison(s))
+  out.push(...formatMoney(s))
   return out.join('\n')
+}
+
+/** One line of a money phase's books, for the demo's log. */
+export function formatMoneyLine(m: MoneyFigures): string {
+  return moneyRows(m)
+    .map(([label, value]) => `${label} ${value}`)
+    .join(' · ')
+}
+
+/** The money phases of a strategy: a figure per row, a column per sale; and the refused ones. */
+export function formatMoney(s: StrategyReport): string[] {
+  const phases = s.phases.filter((p) => p.money !== undefined)
+  const out: string[] = []
+  if (phases.length > 0) {
+    const columns = phases.map((p) => moneyRows(p.money!))
+    const labels = columns[0]!.map(([label]) => label)
+    const w = Math.max(...labels.map((l) => l.length))
+    const widths = phases.map((p, i) => Math.max(p.id.length, ...columns[i]!.map(([, v]) => v.length)))
+    out.push('  money: the books of each sale once drained')
+    out.push(`    ${''.padEnd(w)}  ${phases.map((p, i) => p.id.padEnd(widths[i]!)).join('  ')}`)
+    labels.forEach((label, row) => {
+      out.push(`    ${label.padEnd(w)}  ${columns.map((c, i) => c[row]![1].padEnd(widths[i]!)).join('  ')}`)
+    })
+  }
+  for (const m of s.moneySkipped ?? []) out.push(`  ${m.phase}: ${m.reason}`)
+  return out
 }
 
 export function formatSummary(input: ReportInput): string {

@@ -15,7 +15,7 @@
 //   back; a person closes the tab). Both kinds give up after `patienceMs`.
 import { randomUUID } from 'node:crypto'
 import type { ResolvedLoadOptions } from './load-options.js'
-import type { LoadOp, LoadUser, LoadUserOutcome } from './result.js'
+import type { LoadOp, LoadUser, LoadUserOutcome, PaymentOutcome } from './result.js'
 
 /** An HTTP answer; `body` is the parsed JSON (undefined if none). */
 export interface Answer {
@@ -102,6 +102,7 @@ function settled(ctx: JourneyContext, user: LoadUser, a: Answer): boolean {
   }
   if (a.status === 429 || a.status >= 500 || a.code === 'SALE_NOT_STARTED') return false
   if (a.code === 'SOLD_OUT') return end(ctx, user, 'sold_out', a.code)
+  if (a.code === 'INSUFFICIENT_FUNDS') return end(ctx, user, 'insufficient_funds', a.code)
   if (a.code === 'ALREADY_PURCHASED') return end(ctx, user, 'already_purchased', a.code)
   if (a.code === 'SALE_ENDED') return end(ctx, user, 'closed', 'sale_ended')
   return end(ctx, user, 'error', a.code ?? `HTTP_${a.status}`)
@@ -141,13 +142,52 @@ export async function directJourney(ctx: JourneyContext, user: LoadUser): Promis
   const retries = Math.random() < o.repeatRatio
   for (let attempt = 0; ; attempt++) {
     const a = await click(ctx, user, headers, doubleClick && attempt === 0)
-    if (a && settled(ctx, user, a)) return
+    if (a && settled(ctx, user, a)) {
+      if (o.afterReserved && user.outcome === 'purchased' && isHeld(a)) await afterReserved(ctx, user)
+      return
+    }
     if (a?.code === 'SALE_NOT_STARTED') headers = newKey()
     if (!retries || attempt >= o.maxRetries) {
       end(ctx, user, 'gave_up', describe(a))
       return
     }
     if (!(await wait(ctx, user, retryPauseMs(o), describe(a)))) return
+    ctx.retried()
+  }
+}
+
+/** A checkout answered `reserved` with `pay_by`: an order of a sale paid later. */
+const isHeld = (a: Answer) => a.body?.status === 'reserved' && typeof a.body.pay_by === 'string'
+
+/**
+ * A sale paid later: the user pays, cancels or leaves the reserved order (`afterReserved`). The
+ * outcome stays 'purchased' (the checkout's answer); what happened next is `user.payment`.
+ */
+async function afterReserved(ctx: JourneyContext, user: LoadUser): Promise<void> {
+  const o = ctx.options
+  const plan = o.afterReserved!
+  const dice = Math.random()
+  const op: LoadOp | undefined =
+    dice < plan.payRatio ? 'pay' : dice < plan.payRatio + plan.cancelRatio ? 'cancel' : undefined
+  const settle = (payment: PaymentOutcome, reason: string | null = null) => {
+    user.payment = payment
+    user.paymentReason = reason
+  }
+  if (op === undefined || user.order_id === null) return settle('left')
+  const [min, max] = plan.delayMs
+  await ctx.pause(min + Math.random() * (max - min))
+  const path = `/v1/orders/${encodeURIComponent(user.order_id)}/${op}`
+  for (;;) {
+    if (ctx.stopped()) return settle('gave_up', 'stopped')
+    const a = await ctx.call(op, user, { method: 'POST', path, body: { user_id: user.user_id } })
+    if (a?.status === 200) return settle(op === 'pay' ? 'paid' : 'cancelled')
+    if (a?.code === 'INSUFFICIENT_FUNDS') return settle('insufficient_funds', a.code)
+    if (a?.code === 'ORDER_NOT_PAYABLE') return settle('not_payable', a.code)
+    // Not recorded in SQL yet (ORDER_PENDING, Retry-After: 1), busy, or no answer: again.
+    if (!(transient(a) || a?.code === 'ORDER_PENDING')) return settle('error', describe(a))
+    const left = user.arrivedMs + o.patienceMs - ctx.now()
+    if (left <= 0) return settle('gave_up', describe(a))
+    await ctx.pause(Math.min(left, retryPauseMs(o)))
     ctx.retried()
   }
 }

@@ -66,6 +66,21 @@ export interface LoadOptions {
    * 'gave_up'); it also bounds a run whose service never answers. @defaultValue 120000
    */
   patienceMs?: number
+  /**
+   * 'crowd' mode, a sale paid later (`payment: "hold"`): what a user does with a checkout answered
+   * `reserved` with `pay_by`: pays it (`payRatio` of them), cancels it (`cancelRatio`), or leaves
+   * it to expire (the rest), after a pause uniform in `delayMs`. A pay or cancel answered 409
+   * ORDER_PENDING (not in SQL yet), 429, 503 or not at all is sent again after retryDelayMs (or the
+   * think time), within patienceMs. @defaultValue null (nothing after the checkout)
+   */
+  afterReserved?: AfterReserved | null
+}
+
+export interface AfterReserved {
+  payRatio: number
+  cancelRatio: number
+  /** [min, max] ms between the reservation's answer and the pay or cancel. */
+  delayMs: [number, number]
 }
 
 export const DEFAULT_STAGES: readonly Stage[] = Object.freeze([
@@ -92,6 +107,7 @@ export const DEFAULT_LOAD_OPTIONS = Object.freeze({
   mode: 'purchases',
   pollIntervalMs: Object.freeze([1_000, 10_000]) as [number, number],
   patienceMs: 120_000,
+  afterReserved: null,
 } satisfies Required<LoadOptions>)
 
 export type ResolvedLoadOptions = Required<LoadOptions>
@@ -165,6 +181,18 @@ export function resolveLoadOptions(input: LoadOptions = {}): ResolvedLoadOptions
       'userIdMax',
       `a crowd of ${peakVus(stages)} users needs as many user ids, got ${o.userIdMin}..${o.userIdMax}`,
     )
+  }
+  if (o.afterReserved !== null) {
+    if (o.mode !== 'crowd') throw new LoadOptionError('afterReserved', `needs mode 'crowd', got '${o.mode}'`)
+    const { payRatio, cancelRatio, delayMs } = o.afterReserved
+    checkRatio('afterReserved.payRatio', payRatio)
+    checkRatio('afterReserved.cancelRatio', cancelRatio)
+    if (payRatio + cancelRatio > 1)
+      throw new LoadOptionError(
+        'afterReserved',
+        `payRatio + cancelRatio must be at most 1, got ${payRatio} + ${cancelRatio}`,
+      )
+    checkRange('afterReserved.delayMs', delayMs, 0)
   }
   checkRatio('doubleClickRatio', o.doubleClickRatio)
   checkMs('maxDurationMs', o.maxDurationMs, 1, true)

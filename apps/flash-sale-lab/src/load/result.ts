@@ -31,13 +31,17 @@ export interface LoadSeries {
   byOp?: Record<string, number[]>
 }
 
-/** The requests a virtual user sends: checkouts, and with a waiting room its joins and polls. */
-export type LoadOp = 'checkout' | 'join' | 'poll'
+/**
+ * The requests a virtual user sends: checkouts, with a waiting room its joins and polls, and with
+ * `afterReserved` (a sale paid later) its pays and cancels.
+ */
+export type LoadOp = 'checkout' | 'join' | 'poll' | 'pay' | 'cancel'
 
 /**
  * How a user of a crowd run ended:
  * - 'purchased': a checkout answered 200/202 (or the room said `closed`, reason `purchased`);
  * - 'sold_out': 409 SOLD_OUT, or the room's status `sold_out`;
+ * - 'insufficient_funds': 402 INSUFFICIENT_FUNDS at the checkout (redlock charges there);
  * - 'already_purchased': 409 ALREADY_PURCHASED;
  * - 'closed': the sale ended, or the room closed the place (`reason`: sale_ended, dropped, admission_expired);
  * - 'gave_up': still refused (429/503/no answer, or not admitted) after patienceMs or maxRetries;
@@ -47,6 +51,7 @@ export type LoadOp = 'checkout' | 'join' | 'poll'
 export type LoadUserOutcome =
   | 'purchased'
   | 'sold_out'
+  | 'insufficient_funds'
   | 'already_purchased'
   | 'closed'
   | 'gave_up'
@@ -68,9 +73,32 @@ export interface LoadUser {
   /** The error code, the room's reason, or what a user who gave up was last answered. */
   reason: string | null
   order_id: string | null
-  /** Requests sent for this user: joins, polls, checkouts, retries and double clicks. */
+  /** Requests sent for this user: joins, polls, checkouts, pays, cancels, retries and double clicks. */
   requests: number
+  /** With `afterReserved`, what the user did with a `reserved` order (see PaymentOutcome). */
+  payment?: PaymentOutcome
+  /** The last answer's code of a payment that did not end `paid`, `cancelled` or `left`. */
+  paymentReason?: string | null
 }
+
+/**
+ * What a user of a sale paid later did with its reserved order (`afterReserved`):
+ * - 'paid': POST /v1/orders/:id/pay answered 200;
+ * - 'cancelled': POST /v1/orders/:id/cancel answered 200;
+ * - 'left': neither, on purpose: the order expires at its `pay_by`;
+ * - 'insufficient_funds': pay answered 402 (the user does not top up: the order expires);
+ * - 'not_payable': pay or cancel answered 409 ORDER_NOT_PAYABLE (e.g. it had expired already);
+ * - 'gave_up': still ORDER_PENDING, 503 or no answer after patienceMs;
+ * - 'error': any other answer (its code in `paymentReason`).
+ */
+export type PaymentOutcome =
+  | 'paid'
+  | 'cancelled'
+  | 'left'
+  | 'insufficient_funds'
+  | 'not_payable'
+  | 'gave_up'
+  | 'error'
 
 export interface LoadOrder {
   order_id: string

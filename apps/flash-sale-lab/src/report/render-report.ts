@@ -6,6 +6,7 @@ import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { type ChartModel, faultWindows, phaseCharts } from './chart-model.js'
 import { CLIENT_SCRIPT } from './client-script.js'
+import { moneySection } from './money-card.js'
 import type { FaultImpact, PhaseReport, ReportInput, StrategyReport, SummaryRow } from './report-input.js'
 import { comparisonSection } from './room-comparison.js'
 import { REPORT_CSS } from './styles.js'
@@ -166,6 +167,14 @@ const GLOSSARY: [string, string][] = [
   ['failed in faults', 'Requests answered 5xx or not at all while a fault was in effect, of all sent then.'],
   ['recovery', 'From a fault to the first second with successful answers again (longest of the phase).'],
   [
+    'paid · failed INSUFFICIENT_FUNDS · returned · expired · cancelled',
+    'Money phases: orders paid (confirmed at once, or paid while held); orders the worker could not charge; units given back to the sale (failed, cancelled, expired; a unit can come back more than once); held orders not paid by pay_by; held orders cancelled by their buyer.',
+  ],
+  [
+    'stock = sold + returned + remaining',
+    'Checked as stock = sold + remaining + pending and reserved = sold + returned + pending: sold = units held by orders in SQL, remaining = the stock in Redis, pending = returns not yet back in Redis (0 once drained), reserved = every unit ever reserved.',
+  ],
+  [
     'Spearman ρ',
     'Rank correlation between the order in which the buyers arrived and the order in which they bought: 1 = in arrival order, about 0 = arrival did not matter.',
   ],
@@ -203,6 +212,7 @@ export function renderReport(input: ReportInput): string {
 <div><h2>${esc(v.headline)}</h2>${details}</div></div>
 ${summaryTable(input)}
 ${comparisonSection(input)}
+${moneySection(input)}
 ${input.strategies.map((s) => strategySection(s, charts)).join('\n')}
 <section class="card"><h2 class="section">What the numbers mean</h2><dl class="glossary">
 ${GLOSSARY.map(([k, d]) => `<dt>${esc(k)}</dt><dd>${esc(d)}</dd>`).join('\n')}

@@ -8,7 +8,7 @@
 // load's axis. Without it, chaos and load are taken to have started together.
 import type { ChaosEvent } from '@kunci/topology'
 import type { CrowdFigures } from '../load/crowd-figures.js'
-import type { LoadResult } from '../load/result.js'
+import type { LoadResult, PaymentOutcome } from '../load/result.js'
 
 export const REPORT_INPUT_VERSION = 1
 
@@ -77,6 +77,52 @@ export interface PhaseReport {
   summary: SummaryRow
   /** A crowd phase's users (see RoomComparison). */
   crowd?: CrowdRun
+  /** A money phase's books (issue 16): absent in the other phases and in older reports. */
+  money?: MoneyFigures
+}
+
+/**
+ * The books of one sale of a money phase once drained (docs/flash-sale.md, "Money and the life of
+ * an order"). Counts of the sale's current round; amounts in currency units.
+ */
+export interface MoneyFigures {
+  payment: 'instant' | 'hold'
+  holdSeconds?: number
+  price: number
+  /** stock_total. */
+  stock: number
+  /** Units ever reserved: orders that held a unit, whether they kept it or gave it back. */
+  reserved: number
+  /** sales.sold: units held by orders (confirmed + reserved + paid). */
+  sold: number
+  /** Orders paid: confirmed (instant) + paid (hold). */
+  paid: number
+  /** Orders still reserved (hold; 0 once every pay_by has passed). */
+  held: number
+  /** Orders failed INSUFFICIENT_FUNDS by the worker (their units returned). */
+  failedFunds: number
+  /** Other failures by reason (duplicate_unit returns its unit; sold_out_in_sql, stale_round do not). */
+  failedOther: Record<string, number>
+  /** Checkouts answered 402 INSUFFICIENT_FUNDS (redlock charges at the checkout: no unit taken). */
+  checkoutRefusedFunds: number
+  cancelled: number
+  expired: number
+  /** sales.returned: units given back to the sale this round (a unit can come back more than once). */
+  returned: number
+  /** Returns SQL gave up and Redis has not taken back yet (0 once drained). */
+  pendingReturns: number
+  /** The stock in Redis at the end; null if it could not be read. */
+  remaining: number | null
+  /** Users funded for the phase (PUT /admin/wallets). */
+  users: number
+  /** Over those users' wallets at the end. */
+  balances: { sum: number; min: number; funded: number; charged: number }
+  /** What the users did with their reserved orders (hold). */
+  payments: Partial<Record<PaymentOutcome, number>>
+  /** stock = sold + remaining + pending. */
+  stockBalanced: boolean
+  /** reserved = sold + returned + pending. */
+  returnsBalanced: boolean
 }
 
 /** One crowd phase (runLoad's crowd modes): its users' figures. */
@@ -117,6 +163,8 @@ export interface StrategyReport {
   phases: PhaseReport[]
   /** The waiting room against the plain crowd (issue 17); absent in reports made before it. */
   roomComparison?: RoomComparison
+  /** Money phases the service refused to run for this strategy (its 400, as answered). */
+  moneySkipped?: { phase: string; reason: string }[]
 }
 
 export interface ReportVerdict {

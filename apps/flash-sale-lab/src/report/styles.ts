@@ -71,6 +71,7 @@ figcaption { font-size: 12.5px; font-weight: 600; color: #334155; margin-bottom:
 .room-strategy h3 { margin: 4px 0 2px; font-size: 15px; }
 table.comparison td:first-child { white-space: normal; }
 p.skipped { color: var(--muted); margin: 4px 0; }
+td.skipped { color: var(--muted); white-space: normal; }
 dl.glossary { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 0; font-size: 13px; }
 dl.glossary dt { font-weight: 600; }
 dl.glossary dd { margin: 0; color: #334155; }

@@ -8,8 +8,9 @@ import { crowdFigures } from '../../src/load/crowd-figures.js'
 import type { LoadSeries, LoadUser } from '../../src/load/result.js'
 import { faultWindows, phaseCharts } from '../../src/report/chart-model.js'
 import { faultImpacts } from '../../src/report/fault-impact.js'
+import { moneySection } from '../../src/report/money-card.js'
 import { renderReport, writeReport } from '../../src/report/render-report.js'
-import type { CrowdRun, ReportInput } from '../../src/report/report-input.js'
+import type { CrowdRun, MoneyFigures, ReportInput } from '../../src/report/report-input.js'
 import { comparisonRows, formatComparison } from '../../src/report/room-comparison.js'
 
 // A recorded run (see fixtures/report-fixture.make.ts): 3 strategies × 2 phases × 4 plots.
@@ -132,6 +133,87 @@ describe('the waiting-room comparison', () => {
     expect(formatComparison(redlock)).toEqual([
       '  waiting room vs no room: not run: with STRATEGY=redlock the service refuses a sale with a waiting room',
     ])
+  })
+})
+
+// The books of a money sale: 30 units, 41 reserved, 11 failed INSUFFICIENT_FUNDS and came back.
+const books: MoneyFigures = {
+  payment: 'instant',
+  price: 49.99,
+  stock: 30,
+  reserved: 41,
+  sold: 30,
+  paid: 30,
+  held: 0,
+  failedFunds: 11,
+  failedOther: {},
+  checkoutRefusedFunds: 0,
+  cancelled: 0,
+  expired: 0,
+  returned: 11,
+  pendingReturns: 0,
+  remaining: 0,
+  users: 90,
+  balances: { sum: 2_099.31, min: 0, funded: 3_598.81, charged: 1_499.7 },
+  payments: {},
+  stockBalanced: true,
+  returnsBalanced: true,
+}
+
+describe('the money card', () => {
+  const phase = fixture.strategies[0]!.phases[0]!
+  const withMoney = (m: MoneyFigures, verdict: 'pass' | 'fail' = 'pass'): ReportInput => ({
+    ...fixture,
+    strategies: fixture.strategies.map((s) => ({
+      ...s,
+      phases: [
+        ...s.phases,
+        { ...phase, id: 'money-instant', money: m, summary: { ...phase.summary, verdict } },
+      ],
+      ...(s.strategy === 'redlock'
+        ? { moneySkipped: [{ phase: 'money-hold', reason: 'not run: answered 400 INVALID_REQUEST' }] }
+        : {}),
+    })),
+  })
+
+  it('shows per strategy and sale paid, failed, returned, expired, cancelled, remaining, balances and both equations', () => {
+    const html = renderReport(withMoney(books))
+    expect(html).toContain('id="money"')
+    expect(html).toContain('stock = sold + returned + remaining')
+    expect((html.match(/<tr class="[^"]*" data-phase="[a-z]+-money-instant">/g) ?? []).length).toBe(3)
+    const lua = /data-phase="lua-money-instant">([\s\S]*?)<\/tr>/.exec(html)![1]!
+    const cells = [...lua.matchAll(/<td[^>]*>([\s\S]*?)<\/td>/g)].map((m) => m[1]!.replace(/<[^>]+>/g, ''))
+    // strategy, sale + payment, stock, reserved, paid, failed, returned, expired, cancelled, remaining, Σ, min, …
+    expect(cells.slice(1, 12)).toEqual([
+      'money-instant instant',
+      '30',
+      '41',
+      '30',
+      '11',
+      '11',
+      '0',
+      '0',
+      '0',
+      '2,099.31',
+      '0.00',
+    ])
+    expect(cells[12]).toBe('30 = 30 + 0 + 0 ✓')
+    expect(cells[13]).toBe('41 = 30 + 11 + 0 ✓')
+    expect(html).toContain('not run: answered 400 INVALID_REQUEST')
+    expect(renderReport(fixture)).not.toContain('id="money"')
+  })
+
+  it('marks broken books', () => {
+    const broken = {
+      ...books,
+      remaining: 1,
+      stockBalanced: false,
+      balances: { ...books.balances, min: -49.99 },
+    }
+    const card = moneySection(withMoney(broken, 'fail'))
+    expect(card).toContain('<td class="bad">30 = 30 + 1 + 0 ✗ BROKEN</td>')
+    expect(card).toContain('<td class="bad">-49.99</td>')
+    expect(card).toContain('<span class="verdict fail">BROKEN</span>')
   })
 })
 
