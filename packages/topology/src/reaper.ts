@@ -69,7 +69,8 @@ function installHandlers(): void {
 }
 
 /**
- * Starts watching a freshly spawned server. `cleanupDir`, when given, is removed by the
+ * Starts watching a freshly spawned server (exported as `trackChildProcess` for any helper
+ * process a harness starts beside its servers: exporters, Prometheus). `cleanupDir`, when given, is removed by the
  * watchdog after it had to kill the server (the owner is gone and cannot remove it).
  */
 export function trackServer(pid: number, cleanupDir?: string): void {

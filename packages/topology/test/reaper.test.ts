@@ -39,10 +39,10 @@ function cleanUp({ owner, pids }: Owned): void {
 }
 
 describe('reaper', () => {
-  it('kills the redis-servers (even a paused one) of an owner that was SIGKILLed', async () => {
+  it('kills the redis-servers (even a paused one) and tracked helper processes of an owner that was SIGKILLed', async () => {
     const owned = await startOwner('idle')
     try {
-      expect(owned.pids).toHaveLength(2)
+      expect(owned.pids).toHaveLength(3) // two redis-servers and a tracked helper process
       expect(owned.pids.every(isAlive)).toBe(true)
       owned.owner.kill('SIGKILL')
       // The watchdogs poll every 200 ms.

@@ -3,7 +3,7 @@ import { once } from 'node:events'
 import { closeSync, copyFileSync, mkdirSync, openSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { findFreePort } from '@kunci/topology'
+import { findFreePort, trackChildProcess, untrackChildProcess } from '@kunci/topology'
 
 /**
  * Prometheus and one redis_exporter per Redis node (Debian packages `prometheus` and
@@ -83,8 +83,16 @@ function start(cmd: string, args: string[], logFile: string, env: NodeJS.Process
   try {
     const child = spawn(cmd, args, { stdio: ['ignore', log, log], env: { ...process.env, ...env } })
     live.add(child)
-    child.once('exit', () => live.delete(child))
-    child.once('error', () => live.delete(child))
+    // The same watchdog as the Redis nodes': if this process is SIGKILLed (a test runner giving up
+    // on a hung hook), no 'exit' handler runs, and the exporters and Prometheus would live on.
+    const pid = child.pid
+    if (pid !== undefined) trackChildProcess(pid)
+    const gone = () => {
+      live.delete(child)
+      if (pid !== undefined) untrackChildProcess(pid)
+    }
+    child.once('exit', gone)
+    child.once('error', gone)
     return child
   } finally {
     closeSync(log)
