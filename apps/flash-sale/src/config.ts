@@ -90,6 +90,21 @@ export interface ServiceConfig {
    * @defaultValue 0
    */
   defaultWalletBalanceCents: number
+  /**
+   * Worker: the hold sales' expiry sweeper (orders/hold-sweeper.ts; unset = its documented
+   * defaults): HOLD_SWEEP_INTERVAL_MS, HOLD_SWEEP_LOCK_TTL_MS, HOLD_SWEEP_BATCH,
+   * HOLD_SWEEP_MAX_BATCHES, and HOLD_SWEEP_TEST_PAUSE (`before-write:<ms>` | `before-return:<ms>`,
+   * for the fault tests only).
+   */
+  holdSweep: HoldSweepSettings
+}
+
+export interface HoldSweepSettings {
+  intervalMs?: number
+  lockTtlMs?: number
+  batchSize?: number
+  maxBatches?: number
+  testPause?: { at: 'before-write' | 'before-return'; ms: number }
 }
 
 export const DEFAULT_CONFIG = Object.freeze({
@@ -182,7 +197,7 @@ function readRedisTls(
  * Variables: STRATEGY, DURABILITY, WAIT_TIMEOUT_MS, REDIS_CLUSTER_NODES | REDIS_URL, REDLOCK_NODES,
  * REDIS_USERNAME, REDIS_PASSWORD, REDIS_TLS, REDIS_TLS_CA_FILE, REDIS_TLS_CERT_FILE, REDIS_TLS_KEY_FILE, DATABASE_URL, QUEUE_URL, QUEUE_NAME, ADMIN_TOKEN, HOST, PORT, WORKER_PORT,
  * MAX_INFLIGHT, MAX_EVENT_LOOP_DELAY_MS, LOCAL_ANSWERS, LOCK_WAIT_MS, CLAIM_IDLE_MS, MAX_DELIVERIES, DRAIN_TIMEOUT_MS,
- * DRAIN_DELAY_MS, WAITING_ROOM_SECRET, DEFAULT_WALLET_BALANCE.
+ * DRAIN_DELAY_MS, WAITING_ROOM_SECRET, DEFAULT_WALLET_BALANCE, HOLD_SWEEP_*.
  */
 export function loadConfig(env: Env = process.env, overrides: Env = {}): ServiceConfig {
   const get = (name: string) => {
@@ -212,6 +227,28 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Service
     }
     const [whole, frac = ''] = raw.split('.')
     return Number(whole) * 100 + Number(frac.padEnd(2, '0'))
+  }
+  /** Unset stays undefined (the component's own default applies). */
+  const optionalInt = (name: string, min: number, max: number) =>
+    get(name) === undefined ? undefined : int(name, min, min, max)
+  const holdSweep = (): HoldSweepSettings => {
+    const pause = get('HOLD_SWEEP_TEST_PAUSE')
+    let testPause: HoldSweepSettings['testPause']
+    if (pause !== undefined) {
+      const m = /^(before-write|before-return):(\d{1,6})$/.exec(pause)
+      if (m) testPause = { at: m[1] as 'before-write' | 'before-return', ms: Number(m[2]) }
+      else
+        problems.push(
+          `HOLD_SWEEP_TEST_PAUSE=${pause}: expected before-write:<ms> or before-return:<ms> (tests only)`,
+        )
+    }
+    return {
+      intervalMs: optionalInt('HOLD_SWEEP_INTERVAL_MS', 50, 600_000),
+      lockTtlMs: optionalInt('HOLD_SWEEP_LOCK_TTL_MS', 500, 60_000),
+      batchSize: optionalInt('HOLD_SWEEP_BATCH', 1, 10_000),
+      maxBatches: optionalInt('HOLD_SWEEP_MAX_BATCHES', 1, 10_000),
+      testPause,
+    }
   }
   const oneOf = <T extends string>(name: string, allowed: readonly T[], fallback: T): T => {
     const raw = get(name)
@@ -300,6 +337,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Service
     drainTimeoutMs: int('DRAIN_TIMEOUT_MS', DEFAULT_CONFIG.drainTimeoutMs, 0, 600_000),
     drainDelayMs: int('DRAIN_DELAY_MS', DEFAULT_CONFIG.drainDelayMs, 0, 600_000),
     defaultWalletBalanceCents: money('DEFAULT_WALLET_BALANCE', DEFAULT_CONFIG.defaultWalletBalanceCents),
+    holdSweep: holdSweep(),
   }
   if (problems.length > 0) throw new ConfigError(problems)
   return config

@@ -1,14 +1,14 @@
 import { RedisLock } from 'kunci'
+import type { HoldSweepSettings } from '../config.js'
 import type { Db } from '../db/database.js'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
-import { DEFAULT_HOLD_SWEEPER, HoldSweeper, holdSweeperEnv } from './hold-sweeper.js'
+import { DEFAULT_HOLD_SWEEPER, HoldSweeper } from './hold-sweeper.js'
 import type { UnitReturns } from './unit-returns.js'
 
 /**
  * The expiry sweeper inside `flash-sale worker` (every worker runs one; kunci's lock picks the
- * one that sweeps a sale). HOLD_SWEEP_INTERVAL_MS, HOLD_SWEEP_LOCK_TTL_MS, HOLD_SWEEP_BATCH,
- * HOLD_SWEEP_MAX_BATCHES tune it; HOLD_SWEEP_TEST_PAUSE is for the fault tests only.
+ * one that sweeps a sale), tuned by the HOLD_SWEEP_* settings (config.ts).
  */
 export function startHoldSweeper(deps: {
   redis: RedisClient
@@ -16,10 +16,11 @@ export function startHoldSweeper(deps: {
   /** The worker's one return path (with its replica confirmations and metrics). */
   returns: UnitReturns
   metrics: ServiceMetrics
+  /** config.holdSweep (HOLD_SWEEP_*); unset values take the sweeper's defaults. */
+  settings: HoldSweepSettings
   log: (line: string) => void
 }): { stop(): Promise<void> } {
-  const { redis, db, returns, metrics, log } = deps
-  const settings = holdSweeperEnv()
+  const { redis, db, returns, metrics, settings, log } = deps
   const lockTtlMs = settings.lockTtlMs ?? DEFAULT_HOLD_SWEEPER.lockTtlMs
   const locks = new RedisLock({
     client: redis,

@@ -106,7 +106,8 @@ export async function expireDue(
  *   back and writes nothing. The row lock that write takes also orders two sweepers' transactions.
  * - In that transaction a batch of reserved orders past pay_by (PostgreSQL's clock, the one pay
  *   checks) becomes `expired`, `sold` goes down, unit_return 'pending'; after the commit the
- *   units go back to Redis (UnitReturns), and the sweep finishes what a crash left pending.
+ *   units go back to Redis (UnitReturns); what a crash left pending, every worker's resume loop
+ *   finishes (startResumingReturns).
  *
  * What a stalled sweeper can still do once it resumes: finish a Redis return of orders it had
  * already expired and committed (idempotent: each order's unit goes back once), and read. What
@@ -212,8 +213,8 @@ export class HoldSweeper {
       }
       if (ended.length < batchSize) break
     }
-    // What a crash (or an unconfirmed return) left pending: idempotent, any sweeper may run it.
-    await returns.resumePending(productId)
+    // What a crash (or an unconfirmed return) left pending is not finished here: every worker's
+    // resume loop (worker-process.ts, startResumingReturns) does it for every sale each second.
   }
 
   /** flash_sale_holds_active, from every worker whether it swept or not (no stale gauge). */
@@ -225,36 +226,5 @@ export class HoldSweeper {
       [productId],
     )
     onHolds(productId, active.rows[0]?.n ?? 0)
-  }
-}
-
-/** The sweeper's settings from the worker's environment; malformed values are refused at start. */
-export function holdSweeperEnv(
-  env: NodeJS.ProcessEnv = process.env,
-): Pick<HoldSweeperOptions, 'intervalMs' | 'lockTtlMs' | 'batchSize' | 'maxBatches' | 'testPause'> {
-  const int = (name: string, min: number, max: number): number | undefined => {
-    const raw = env[name]
-    if (raw === undefined || raw === '') return undefined
-    const n = Number(raw)
-    if (!Number.isInteger(n) || n < min || n > max)
-      throw new Error(`${name}=${raw}: expected an integer from ${min} to ${max}`)
-    return n
-  }
-  const pause = env.HOLD_SWEEP_TEST_PAUSE
-  let testPause: HoldSweeperOptions['testPause']
-  if (pause) {
-    const m = /^(before-write|before-return):(\d{1,6})$/.exec(pause)
-    if (!m)
-      throw new Error(
-        `HOLD_SWEEP_TEST_PAUSE=${pause}: expected before-write:<ms> or before-return:<ms> (tests only)`,
-      )
-    testPause = { at: m[1] as 'before-write' | 'before-return', ms: Number(m[2]) }
-  }
-  return {
-    intervalMs: int('HOLD_SWEEP_INTERVAL_MS', 50, 600_000),
-    lockTtlMs: int('HOLD_SWEEP_LOCK_TTL_MS', 500, 60_000),
-    batchSize: int('HOLD_SWEEP_BATCH', 1, 10_000),
-    maxBatches: int('HOLD_SWEEP_MAX_BATCHES', 1, 10_000),
-    testPause,
   }
 }

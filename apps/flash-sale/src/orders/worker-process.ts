@@ -71,7 +71,7 @@ export async function runWorker(
       })
   worker?.start(() => store.saleIds())
   // Hold sales' expiry (issue 16): in every worker, one per sale at a time by kunci's lock.
-  const sweeper = startHoldSweeper({ redis, db, returns, metrics, log })
+  const sweeper = startHoldSweeper({ redis, db, returns, metrics, settings: config.holdSweep, log })
   const group = amqp ? RELAY_GROUP : WORKER_GROUP
   const gauges = setInterval(() => {
     updateSaleGauges(redis, store, orders, metrics, group).catch(() => {})
