@@ -7,51 +7,35 @@
 import { type NodeSet, startNodes } from '@kunci/topology'
 import { RedisLock } from 'kunci'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type App, buildApp } from '../../src/app.js'
-import { loadConfig } from '../../src/config.js'
-import { connectDb } from '../../src/db/database.js'
-import { migrate } from '../../src/db/migrate.js'
+import type { App } from '../../src/app.js'
 import { expireDue, HoldSweeper } from '../../src/orders/hold-sweeper.js'
 import { UnitReturns } from '../../src/orders/unit-returns.js'
 import { setBalance } from '../../src/orders/wallets.js'
 import { saleKeys } from '../../src/redis/keys.js'
-import { createRuntime, type Runtime } from '../../src/runtime.js'
+import type { Runtime } from '../../src/runtime.js'
 import { eventually } from '../support/eventually.js'
-import { createTestDatabase } from '../support/pg.js'
+import { type InProcessApp, startInProcessApp } from '../support/in-process-app.js'
 
 const TOKEN = 'test-admin-token-0123456789'
 const PRICE = 20 // currency units; the default wallet (100.00) pays 5
 
 describe('hold sales: admin, reserved answers, pay, cancel, expiry', () => {
-  let nodes: NodeSet
-  let db: Awaited<ReturnType<typeof createTestDatabase>>
+  let fx: InProcessApp
   let runtime: Runtime
   let app: App
 
   beforeAll(async () => {
-    nodes = await startNodes({ count: 1, proxy: false })
-    db = await createTestDatabase('fs_holds')
-    const pool = connectDb(db.url, 1)
-    await migrate(pool)
-    await pool.end()
-    const node = nodes.nodes[0]!
-    runtime = await createRuntime(
-      loadConfig({
-        REDIS_URL: `redis://${node.host}:${node.port}`,
-        DATABASE_URL: db.url,
-        ADMIN_TOKEN: TOKEN,
-        DURABILITY: 'none',
-        DEFAULT_WALLET_BALANCE: '100.00',
-      }),
-    )
-    app = await buildApp(runtime.deps)
+    fx = await startInProcessApp('fs_holds', {
+      ADMIN_TOKEN: TOKEN,
+      DURABILITY: 'none',
+      DEFAULT_WALLET_BALANCE: '100.00',
+    })
+    runtime = fx.runtime
+    app = fx.app
   }, 60_000)
 
   afterAll(async () => {
-    await app?.close()
-    await runtime?.close()
-    await nodes?.stop()
-    await db?.drop()
+    await fx?.close()
   })
 
   const put = (id: string, body: object) =>
@@ -353,43 +337,28 @@ describe('hold sales: admin, reserved answers, pay, cancel, expiry', () => {
 // The redlock strategy sells from SQL: a hold sale's order is written reserved in its checkout
 // transaction, with pay_by = PostgreSQL's now() + hold_seconds, and paid by the same route.
 describe('hold sales with the redlock strategy', () => {
-  let nodes: NodeSet
+  let fx: InProcessApp
   let lockNodes: NodeSet
-  let db: Awaited<ReturnType<typeof createTestDatabase>>
   let runtime: Runtime
   let app: App
 
   beforeAll(async () => {
-    ;[nodes, lockNodes] = await Promise.all([
-      startNodes({ count: 1, proxy: false }),
-      startNodes({ count: 3, proxy: false }),
-    ])
-    db = await createTestDatabase('fs_holds_rl')
-    const pool = connectDb(db.url, 1)
-    await migrate(pool)
-    await pool.end()
-    const node = nodes.nodes[0]!
-    runtime = await createRuntime(
-      loadConfig({
-        STRATEGY: 'redlock',
-        REDIS_URL: `redis://${node.host}:${node.port}`,
-        // The lock nodes sit out their restart quarantine first: the checkout is retried past it.
-        REDLOCK_NODES: lockNodes.nodes.map((n) => `${n.host}:${n.port}`).join(','),
-        DATABASE_URL: db.url,
-        ADMIN_TOKEN: TOKEN,
-        DURABILITY: 'none',
-        DEFAULT_WALLET_BALANCE: '100.00',
-      }),
-    )
-    app = await buildApp(runtime.deps)
+    lockNodes = await startNodes({ count: 3, proxy: false })
+    fx = await startInProcessApp('fs_holds_rl', {
+      STRATEGY: 'redlock',
+      // The lock nodes sit out their restart quarantine first: the checkout is retried past it.
+      REDLOCK_NODES: lockNodes.nodes.map((n) => `${n.host}:${n.port}`).join(','),
+      ADMIN_TOKEN: TOKEN,
+      DURABILITY: 'none',
+      DEFAULT_WALLET_BALANCE: '100.00',
+    })
+    runtime = fx.runtime
+    app = fx.app
   }, 60_000)
 
   afterAll(async () => {
-    await app?.close()
-    await runtime?.close()
-    await nodes?.stop()
+    await fx?.close()
     await lockNodes?.stop()
-    await db?.drop()
   })
 
   it('reserves with pay_by, pays once, counts the held unit against the per-user limit', async () => {

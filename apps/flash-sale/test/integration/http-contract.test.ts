@@ -1,38 +1,24 @@
-import { type NodeSet, startNodes } from '@kunci/topology'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type App, buildApp } from '../../src/app.js'
-import { loadConfig } from '../../src/config.js'
-import { connectDb } from '../../src/db/database.js'
-import { migrate } from '../../src/db/migrate.js'
-import { createRuntime, type Runtime } from '../../src/runtime.js'
-import { createTestDatabase } from '../support/pg.js'
+import type { App } from '../../src/app.js'
+import type { Runtime } from '../../src/runtime.js'
+import { type InProcessApp, startInProcessApp } from '../support/in-process-app.js'
 
 const TOKEN = 'test-admin-token-0123456789'
 
 // The HTTP contract through app.inject(): what a client can send, and what it gets back. Real
 // Redis (one node, no replica: durability none) and real PostgreSQL underneath.
 describe('HTTP contract: bad input gets the right 4xx and code, never a 5xx', () => {
-  let nodes: NodeSet
-  let db: Awaited<ReturnType<typeof createTestDatabase>>
-  let runtime: Runtime
+  let fx: InProcessApp
+  let _runtime: Runtime
   let app: App
 
   beforeAll(async () => {
-    nodes = await startNodes({ count: 1, proxy: false })
-    db = await createTestDatabase('fs_http')
-    const pool = connectDb(db.url, 1)
-    await migrate(pool)
-    await pool.end()
-    const node = nodes.nodes[0]!
-    runtime = await createRuntime(
-      loadConfig({
-        REDIS_URL: `redis://${node.host}:${node.port}`,
-        DATABASE_URL: db.url,
-        ADMIN_TOKEN: TOKEN,
-        DURABILITY: 'none',
-      }),
-    )
-    app = await buildApp(runtime.deps)
+    fx = await startInProcessApp('fs_http', {
+      ADMIN_TOKEN: TOKEN,
+      DURABILITY: 'none',
+    })
+    _runtime = fx.runtime
+    app = fx.app
     const put = (id: string, body: object) =>
       app.inject({
         method: 'PUT',
@@ -58,10 +44,7 @@ describe('HTTP contract: bad input gets the right 4xx and code, never a 5xx', ()
   }, 60_000)
 
   afterAll(async () => {
-    await app?.close()
-    await runtime?.close()
-    await nodes?.stop()
-    await db?.drop()
+    await fx?.close()
   })
 
   const checkout = (

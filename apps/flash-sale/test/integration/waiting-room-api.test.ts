@@ -1,61 +1,37 @@
-/**
- * The waiting room through `app.inject()` on a real redis-server and PostgreSQL: the admin
- * field, the API and its codes, the checkout's ticket check, and the room's rules (one place
- * per user, the k × stock bound, sold out and reopening, idle places dropped, lapsed admissions,
- * a place lost by Redis put back from its ticket, a sale reset, NOSCRIPT). Times the room
- * measures (idle, lapsed) are moved into the past in Redis instead of waiting for them.
- */
-import { type NodeSet, startNodes } from '@kunci/topology'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type App, buildApp } from '../../src/app.js'
-import { loadConfig } from '../../src/config.js'
-import { connectDb } from '../../src/db/database.js'
-import { migrate } from '../../src/db/migrate.js'
+import type { App } from '../../src/app.js'
 import { saleKeys } from '../../src/redis/keys.js'
-import { createRuntime, type Runtime } from '../../src/runtime.js'
+import type { Runtime } from '../../src/runtime.js'
 import { drawOrder } from '../../src/waiting-room/lottery.js'
 import { roomKeys } from '../../src/waiting-room/room-keys.js'
 import { TicketSigner } from '../../src/waiting-room/ticket.js'
 import { WaitingRoom } from '../../src/waiting-room/waiting-room.js'
-import { createTestDatabase } from '../support/pg.js'
+import { type InProcessApp, startInProcessApp } from '../support/in-process-app.js'
 
 const TOKEN = 'test-admin-token-0123456789'
 const SECRET = 'waiting-room-test-secret-0123456789abcdef'
 const ROOM = { admit_per_second: 1_000, max_admitted: 1_000, admission_seconds: 60 }
 
-let nodes: NodeSet
+let fx: InProcessApp
 let redis: Redis
-let db: Awaited<ReturnType<typeof createTestDatabase>>
 let runtime: Runtime
 let app: App
 
 beforeAll(async () => {
-  nodes = await startNodes({ count: 1, proxy: false })
-  db = await createTestDatabase('fs_room')
-  const pool = connectDb(db.url, 1)
-  await migrate(pool)
-  await pool.end()
-  const node = nodes.nodes[0]!
-  redis = new Redis({ host: node.host, port: node.port })
-  runtime = await createRuntime(
-    loadConfig({
-      REDIS_URL: `redis://${node.host}:${node.port}`,
-      DATABASE_URL: db.url,
-      ADMIN_TOKEN: TOKEN,
-      DURABILITY: 'none',
-      WAITING_ROOM_SECRET: SECRET,
-    }),
-  )
-  app = await buildApp(runtime.deps)
+  fx = await startInProcessApp('fs_room', {
+    ADMIN_TOKEN: TOKEN,
+    DURABILITY: 'none',
+    WAITING_ROOM_SECRET: SECRET,
+  })
+  runtime = fx.runtime
+  app = fx.app
+  redis = new Redis({ host: fx.node.host, port: fx.node.port })
 }, 60_000)
 
 afterAll(async () => {
-  await app?.close()
-  await runtime?.close()
   redis?.disconnect()
-  await nodes?.stop()
-  await db?.drop()
+  await fx?.close()
 })
 
 const putSale = (id: string, body: Record<string, unknown>) =>
