@@ -365,13 +365,8 @@ export class OrderStore {
     const users = [...new Set(events.map((e) => e.userId))].sort()
     // New wallets are this transaction's own until it commits (another inserting the same user
     // waits on the unique index), so only the existing ones need the explicit lock.
-    const created = await c.query<{ user_id: string }>(
-      `INSERT INTO wallets (user_id, balance_cents, funded_cents)
-       SELECT u, $2, $2 FROM unnest($1::text[]) AS u ORDER BY u
-       ON CONFLICT (user_id) DO NOTHING RETURNING user_id`,
-      [users, this.defaultWalletCents],
-    )
-    const balances = new Map(created.rows.map((row) => [row.user_id, this.defaultWalletCents]))
+    const created = await ensureWallets(c, users, this.defaultWalletCents)
+    const balances = new Map(created.map((u) => [u, this.defaultWalletCents]))
     const existing = users.filter((u) => !balances.has(u))
     if (existing.length > 0) {
       const r = await c.query<{ user_id: string; balance_cents: string }>(

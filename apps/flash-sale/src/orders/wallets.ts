@@ -24,19 +24,24 @@ export interface WalletView {
 
 export type ChargeResult = 'charged' | 'already_charged' | 'insufficient_funds'
 
-/** Creates the wallets that do not exist yet with the default balance (funded = default). */
+/**
+ * Creates the wallets that do not exist yet with the default balance (funded = default), in
+ * user_id order (two transactions lock the rows in the same order). Returns the users whose
+ * wallet it created: those rows are this transaction's own until it commits.
+ */
 export async function ensureWallets(
   c: Queryable,
   userIds: readonly string[],
   defaultCents: number,
-): Promise<void> {
-  if (userIds.length === 0) return
-  await c.query(
+): Promise<string[]> {
+  if (userIds.length === 0) return []
+  const r = await c.query<{ user_id: string }>(
     `INSERT INTO wallets (user_id, balance_cents, funded_cents)
      SELECT u, $2, $2 FROM unnest($1::text[]) AS u ORDER BY u
-     ON CONFLICT (user_id) DO NOTHING`,
+     ON CONFLICT (user_id) DO NOTHING RETURNING user_id`,
     [[...new Set(userIds)], defaultCents],
   )
+  return r.rows.map((row) => row.user_id)
 }
 
 /**
