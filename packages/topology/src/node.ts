@@ -5,10 +5,10 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { TopologyTls } from './certificates.js'
 import { NodeStartError, TopologyTimeoutError } from './errors.js'
-import { type FindPortOptions, findFreePort } from './ports.js'
+import { type FindPortOptions, findFreePort, releasePort } from './ports.js'
 import type { FaultProxy } from './proxy.js'
 import { trackServer, untrackServer } from './reaper.js'
-import { type NodeAddress, ping } from './resp.js'
+import { type NodeAddress, ping, sendCommands } from './resp.js'
 
 /** One redis-server process that can be killed, stopped, restarted and paused. */
 export interface RedisNode {
@@ -185,7 +185,20 @@ export class ManagedNode implements RedisNode {
         if (/Address already in use/.test(log)) throw new AddressInUseError(this.name, this.#serverPort, log)
         throw new NodeStartError(this.name, this.#serverPort, log)
       }
-      if (await ping(address, 500)) return
+      if (await ping(address, 500)) {
+        // A PONG proves only that some redis-server listens on the port. Ours may still be
+        // failing to bind it while another process's server answers, so ask who answered.
+        const pid = await serverPid(address)
+        if (pid === child.pid) return
+        if (pid !== undefined) {
+          await this.kill()
+          throw new AddressInUseError(
+            this.name,
+            this.#serverPort,
+            `port ${this.#serverPort} is answered by another redis-server (pid ${pid}), not by ours (pid ${child.pid})`,
+          )
+        }
+      }
       await sleep(50)
     }
     await this.kill()
@@ -243,6 +256,7 @@ export class ManagedNode implements RedisNode {
   async dispose(): Promise<void> {
     await this.kill()
     await this.proxy?.close()
+    releasePort(this.#serverPort)
   }
 }
 
@@ -261,5 +275,16 @@ export async function startOnFreePort(node: ManagedNode, portOpts: FindPortOptio
       if (!(err instanceof AddressInUseError) || attempt >= MAX_PORT_RETRIES) throw err
       node.changeServerPort(await findFreePort(portOpts))
     }
+  }
+}
+
+/** The process_id the server at the address reports in INFO server; undefined when it cannot say. */
+async function serverPid(address: NodeAddress): Promise<number | undefined> {
+  try {
+    const [reply] = await sendCommands(address, [['INFO', 'server']], 1_000)
+    const match = typeof reply === 'string' ? /^process_id:(\d+)/m.exec(reply) : null
+    return match ? Number(match[1]) : undefined
+  } catch {
+    return undefined
   }
 }
