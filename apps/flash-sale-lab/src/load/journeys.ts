@@ -52,6 +52,7 @@ export function newUser(userId: number, now: number): LoadUser {
     arrivedMs: round(now),
     admittedMs: null,
     position: null,
+    lineKey: null,
     outcome: 'stopped',
     outcomeMs: round(now),
     reason: null,
@@ -224,6 +225,18 @@ function roomSettled(ctx: JourneyContext, user: LoadUser, s: RoomState): boolean
   return end(ctx, user, 'purchased', 'purchased')
 }
 
+/**
+ * The order key a ticket names (see TicketClaims in @kunci/flash-sale): `v1.<payload>.<mac>`,
+ * the payload `product|generation|user|orderKey` in base64url. Read for the lab's figures only; a
+ * real client treats the ticket as opaque. Null when the ticket does not have that shape.
+ */
+export function lineKeyOf(ticket: string): string | null {
+  const payload = ticket.split('.')[1]
+  if (payload === undefined) return null
+  const key = Buffer.from(payload, 'base64url').toString().split('|')[3]
+  return key !== undefined && /^\d{1,16}$/.test(key) ? key : null
+}
+
 /** 5xx, 429 or no answer: worth another try. Anything else that is not a 200 ends the journey. */
 const transient = (a: Answer | undefined) => a === undefined || a.status === 429 || a.status >= 500
 
@@ -252,6 +265,7 @@ export async function roomJourney(ctx: JourneyContext, user: LoadUser): Promise<
   }
   user.position = state.position
   const ticket = state.ticket
+  user.lineKey = ticket === null ? null : lineKeyOf(ticket)
   // No ticket: no place was made (the sale has ended).
   if (ticket === null) {
     if (!roomSettled(ctx, user, state)) end(ctx, user, 'closed', state.reason)

@@ -67,6 +67,13 @@ export interface LoadUser {
   admittedMs: number | null
   /** 'waiting-room': the place in line the join answered (1 = next); null otherwise. */
   position: number | null
+  /**
+   * 'waiting-room': where the service put the user in its line, as its ticket names it (join time
+   * in µs, or the draw's rank; smaller = earlier), decimal; null otherwise. This is the order the
+   * room admits in. `arrivedMs` is the order the load generator sent the joins in, which a busy
+   * machine scrambles by the time the joins reach the two instances.
+   */
+  lineKey: string | null
   outcome: LoadUserOutcome
   /** When the answer that decided the outcome arrived (for 'stopped': the end of the run). */
   outcomeMs: number

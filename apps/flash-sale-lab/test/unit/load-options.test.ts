@@ -208,7 +208,15 @@ describe('crowd figures', () => {
   })
 
   const user = (u: Partial<LoadUser> & Pick<LoadUser, 'user_id' | 'arrivedMs' | 'outcome' | 'outcomeMs'>) =>
-    ({ admittedMs: null, position: null, reason: null, order_id: null, requests: 1, ...u }) as LoadUser
+    ({
+      admittedMs: null,
+      position: null,
+      lineKey: null,
+      reason: null,
+      order_id: null,
+      requests: 1,
+      ...u,
+    }) as LoadUser
 
   it('requests per user and per purchase, fairness, and when the last waiter learnt it was sold out', () => {
     const users = [

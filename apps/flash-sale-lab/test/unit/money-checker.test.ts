@@ -163,6 +163,7 @@ describe('the money checker', () => {
       arrivedMs: 0,
       admittedMs: null,
       position: null,
+      lineKey: null,
       outcome: 'purchased',
       outcomeMs: 0,
       reason: null,
