@@ -47,6 +47,7 @@ function crowdRun(mode: CrowdRun['mode']): CrowdRun {
       arrivedMs: i * 50,
       admittedMs: mode === 'waiting-room' && bought ? 1_000 + i * 100 : null,
       position: mode === 'waiting-room' ? i + 1 : null,
+      lineKey: mode === 'waiting-room' ? String(1_800_000_000_000_000 + i) : null,
       outcome: bought ? 'purchased' : 'sold_out',
       outcomeMs: bought ? 1_100 + i * 10 : 2_600 + i,
       reason: null,
