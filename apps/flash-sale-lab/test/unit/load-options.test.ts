@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest'
+import { TicketSigner } from '../../../flash-sale/src/waiting-room/ticket.js'
 import { parseLoadArgs } from '../../src/cli/load.js'
 import { crowdFigures, ranks, spearman } from '../../src/load/crowd-figures.js'
 import { LoadOptionError } from '../../src/load/errors.js'
+import { lineKeyOf } from '../../src/load/journeys.js'
 import { percentile, summarise } from '../../src/load/latency.js'
 import { DEFAULT_LOAD_OPTIONS, resolveLoadOptions } from '../../src/load/load-options.js'
 import type { LoadUser } from '../../src/load/result.js'
@@ -250,5 +252,21 @@ describe('crowd figures', () => {
     ])
     expect(admitted.waitToAdmissionMs).toMatchObject({ p50: 1_500, max: 1_500 })
     expect(admitted.soldOutAtMs).toBeNull()
+  })
+})
+
+describe('lineKeyOf', () => {
+  it('reads the order key of a ticket the service signs, and nothing from what is not one', () => {
+    const signer = new TicketSigner('x'.repeat(32))
+    const claims = {
+      productId: '42',
+      generation: '00000000000000ab',
+      userId: 'u-7',
+      orderKey: '1796000000123456',
+    }
+    expect(lineKeyOf(signer.sign(claims))).toBe('1796000000123456')
+    expect(lineKeyOf(signer.sign({ ...claims, orderKey: '17' }))).toBe('17')
+    expect(lineKeyOf('not a ticket')).toBeNull()
+    expect(lineKeyOf(`v1.${Buffer.from('42|ab|u|x1').toString('base64url')}.mac`)).toBeNull()
   })
 })
