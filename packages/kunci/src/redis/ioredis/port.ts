@@ -124,14 +124,44 @@ class IoredisNode implements NodeConn {
   }
 }
 
-function watchOn(client: Redis | Cluster, events: ConnectionEvents): () => void {
-  const close = () => events.close()
-  const ready = () => events.ready()
-  client.on('close', close)
-  client.on('ready', ready)
-  return () => {
-    client.off('close', close)
-    client.off('ready', ready)
+/**
+ * The watchers of one client's connection events, behind one listener per event: every lock on
+ * a client watches it (node-health.ts), and one listener each would pass Node's 10-listener
+ * warning at the eleventh lock ("MaxListenersExceededWarning ... close listeners added").
+ */
+class ConnectionWatchers {
+  readonly #client: Redis | Cluster
+  readonly #watchers = new Set<ConnectionEvents>()
+  #listening = false
+
+  constructor(client: Redis | Cluster) {
+    this.#client = client
+  }
+
+  readonly #close = (): void => {
+    for (const w of [...this.#watchers]) w.close()
+  }
+
+  readonly #ready = (): void => {
+    for (const w of [...this.#watchers]) w.ready()
+  }
+
+  add(events: ConnectionEvents): () => void {
+    // A fresh object per call: the same events object watched twice is unwatched one at a time.
+    const watcher: ConnectionEvents = { close: () => events.close(), ready: () => events.ready() }
+    this.#watchers.add(watcher)
+    if (!this.#listening) {
+      this.#listening = true
+      this.#client.on('close', this.#close)
+      this.#client.on('ready', this.#ready)
+    }
+    return () => {
+      this.#watchers.delete(watcher)
+      if (this.#watchers.size > 0 || !this.#listening) return
+      this.#listening = false
+      this.#client.off('close', this.#close)
+      this.#client.off('ready', this.#ready)
+    }
   }
 }
 
@@ -146,6 +176,7 @@ class IoredisStandalonePort implements RedisPort, NodeConn {
   readonly #client: Redis
   readonly #sender: Sender
   #reader: ReadValue | undefined
+  #watchers: ConnectionWatchers | undefined
   /** Scripts sent with SCRIPT LOAD on the current connection; cleared when it drops. */
   #loaded: Set<string> | undefined
 
@@ -196,7 +227,8 @@ class IoredisStandalonePort implements RedisPort, NodeConn {
   }
 
   watch(events: ConnectionEvents): () => void {
-    return watchOn(this.#client, events)
+    this.#watchers ??= new ConnectionWatchers(this.#client)
+    return this.#watchers.add(events)
   }
 
   subscriber(options: SubscriberOptions): Subscriber {
@@ -217,6 +249,7 @@ class IoredisClusterPort implements RedisPort, ClusterView {
   readonly #client: Cluster
   readonly #sender: Sender
   #reader: ReadValue | undefined
+  #watchers: ConnectionWatchers | undefined
   /** One NodeConn per ioredis node connection. */
   readonly #nodes = new WeakMap<Redis, IoredisNode>()
 
@@ -244,7 +277,8 @@ class IoredisClusterPort implements RedisPort, ClusterView {
   preload(): void {}
 
   watch(events: ConnectionEvents): () => void {
-    return watchOn(this.#client, events)
+    this.#watchers ??= new ConnectionWatchers(this.#client)
+    return this.#watchers.add(events)
   }
 
   subscriber(options: SubscriberOptions): Subscriber {
