@@ -1,5 +1,5 @@
+import { TicketSigner } from '@kunci/flash-sale'
 import { describe, expect, it } from 'vitest'
-import { TicketSigner } from '../../../flash-sale/src/waiting-room/ticket.js'
 import { parseLoadArgs } from '../../src/cli/load.js'
 import { crowdFigures, ranks, spearman } from '../../src/load/crowd-figures.js'
 import { LoadOptionError } from '../../src/load/errors.js'
