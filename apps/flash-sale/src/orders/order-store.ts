@@ -60,7 +60,8 @@ export interface SqlSaleCounts {
 
 /** A stored answer of an Idempotency-Key (redlock strategy): the order, or the refusal as sent. */
 export type StoredAnswer =
-  | { ok: true; order_id: string }
+  // status and pay_by_ms: a hold sale's reservation (answers stored before them were 'confirmed').
+  | { ok: true; order_id: string; status?: 'confirmed' | 'reserved'; pay_by_ms?: number }
   | { ok: false; code: string; message: string; details: Record<string, unknown> }
 
 const SALE_SQL = `SELECT s.round, s.stock_total, s.sold, s.per_user_limit, p.price_cents,

@@ -83,7 +83,13 @@ export class RedlockStrategy implements CheckoutStrategy {
     if (!(await this.orders.claimKey(req.productId, key, req.userId))) return this.#replay(req, key)
     try {
       const result = await this.#checkout(req)
-      await this.orders.storeAnswer(req.productId, key, { ok: true, order_id: result.orderId })
+      // The whole answer, so that a repeat of a hold sale's checkout says reserved with its pay_by.
+      await this.orders.storeAnswer(req.productId, key, {
+        ok: true,
+        order_id: result.orderId,
+        status: result.status === 'reserved' ? 'reserved' : 'confirmed',
+        ...(result.payByMs !== undefined && { pay_by_ms: result.payByMs }),
+      })
       return result
     } catch (err) {
       const r = toRefusal(err)
@@ -108,7 +114,13 @@ export class RedlockStrategy implements CheckoutStrategy {
       if (held === undefined) return this.#idempotent(req, key) // the first attempt gave up (BUSY/UNAVAILABLE)
       if (held.userId !== req.userId) refuse(saleRefusal('IDEMPOTENCY_KEY_REUSED', req.productId))
       const answer = held.answer
-      if (answer?.ok) return { orderId: answer.order_id, status: 'confirmed', replayed: true }
+      if (answer?.ok)
+        return {
+          orderId: answer.order_id,
+          status: answer.status ?? 'confirmed',
+          replayed: true,
+          ...(answer.pay_by_ms !== undefined && { payByMs: answer.pay_by_ms }),
+        }
       // The wallet did not cover the price: the same answer, not a second attempt (a top-up in
       // between does not turn a stored refusal into a sale; a new key does).
       if (answer && !answer.ok && answer.code === 'INSUFFICIENT_FUNDS')

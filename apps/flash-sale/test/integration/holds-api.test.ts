@@ -400,4 +400,31 @@ describe('hold sales with the redlock strategy', () => {
     expect(paid.json()).toMatchObject({ status: 'paid', amount: PRICE })
     expect((await runtime.db.query('SELECT count(*)::int AS n FROM payments')).rows).toEqual([{ n: 1 }])
   })
+
+  it('a repeat with the same Idempotency-Key answers the same: reserved, with the same pay_by', async () => {
+    const put = await app.inject({
+      method: 'PUT',
+      url: '/admin/sales/r2',
+      headers: { authorization: `Bearer ${TOKEN}` },
+      payload: { stock: 5, price: PRICE, payment: 'hold', hold_seconds: 600 },
+    })
+    expect(put.statusCode).toBe(200)
+    const keyed = () =>
+      app.inject({
+        method: 'POST',
+        url: '/v1/checkout',
+        headers: { 'idempotency-key': 'rl-hold-1' },
+        payload: { product_id: 'r2', user_id: 'u2' },
+      })
+    const first = await eventually(keyed, (r) => r.statusCode !== 503 && r.statusCode !== 429, {
+      what: 'a checkout past the lock node quarantine',
+    })
+    expect(first.statusCode, first.body).toBe(200)
+    const body = first.json()
+    expect(body).toMatchObject({ status: 'reserved', pay_by: expect.any(String) })
+    for (const replay of await Promise.all([keyed(), keyed()])) {
+      expect(replay.statusCode, replay.body).toBe(200)
+      expect(replay.json()).toEqual(body)
+    }
+  })
 })
