@@ -5,6 +5,7 @@ import pg from 'pg'
 import { Connection } from 'rabbitmq-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { eventually } from '../support/eventually.js'
+import { adminSale, moneyFacts, runReconcile } from '../support/money.js'
 import { type LocalStack, startStack } from '../support/stack-fixture.js'
 
 // QUEUE_URL=amqp://…: stream (outbox) → relay (publisher confirms) → durable quorum queue →
@@ -320,5 +321,75 @@ describe('RabbitMQ path: relay with publisher confirms, consumer with manual ack
     expect(f.distinctPayments).toBe(100)
     for (const o of ok) expect(f.confirmed.get(o.body.order_id!)).toBe(String(o.userId))
     expect(await waitFor('the relay backlog gauge back to 0', backlog, (n) => n === 0)).toBe(0)
+  })
+
+  it('orders that cannot be paid fail through the queue and give their unit back once each, with the worker killed during the returns', {
+    timeout: 180_000,
+  }, async () => {
+    const STOCK = 40
+    const productId = '7105'
+    await stack.putSale({ productId, stock: STOCK })
+    // 240 buyers, three in four with an empty wallet (written straight to SQL): most units
+    // reserved fail INSUFFICIENT_FUNDS in the consumer and go back, for the ~60 funded to buy.
+    const users = range(5_001, 240)
+    await db.query(
+      `INSERT INTO wallets (user_id, balance_cents, funded_cents) SELECT u, 0, 0 FROM unnest($1::text[]) AS u`,
+      [users.filter((u) => u % 4 !== 0).map(String)],
+    )
+    const load = checkouts(stack.url, productId, users, 16)
+    // kill -9 once units are coming back: messages the consumer had not acknowledged come again,
+    // and returns it had recorded in SQL but not yet made in Redis are resumed by the new worker.
+    const atKill = await eventually(
+      () => adminSale(stack, productId),
+      (c) => c.returned > 0,
+      { timeoutMs: 90_000, intervalMs: 20, what: 'the first units returned' },
+    )
+    await stack.worker.kill()
+    stack.worker.start()
+    const outcomes = await load
+    expect(outcomes.filter((o) => ![200, 409].includes(o.status))).toEqual([])
+    // Units that came back after the load are bought by funded late-comers (the default wallet).
+    let nextUser = 6_000
+    const lateUsers: number[] = []
+    const end = await eventually(
+      async () => {
+        const c = await adminSale(stack, productId)
+        if (c.remaining > 0) {
+          const wave = range(nextUser, c.remaining * 2)
+          nextUser += wave.length
+          lateUsers.push(...wave)
+          await checkouts(stack.url, productId, wave, 16)
+          return adminSale(stack, productId)
+        }
+        return c
+      },
+      (c) => c.remaining === 0 && c.pending === 0 && c.returns_pending === 0,
+      { timeoutMs: 120_000, intervalMs: 250, what: 'the sale sold out, persisted, every return done' },
+    )
+    expect(end.persisted + end.remaining).toBe(STOCK)
+    const counts = await db.query<{ done: number; returned: number; unpaid_not_back: number; paid: number }>(
+      `SELECT (SELECT count(*)::int FROM orders WHERE product_id = $1 AND unit_return = 'done') AS done,
+              (SELECT returned FROM sales WHERE product_id = $1) AS returned,
+              (SELECT count(*)::int FROM orders WHERE product_id = $1 AND failure_reason = 'INSUFFICIENT_FUNDS'
+                 AND unit_return IS DISTINCT FROM 'done') AS unpaid_not_back,
+              (SELECT count(*)::int FROM orders WHERE product_id = $1 AND status = 'confirmed') AS paid`,
+      [productId],
+    )
+    const c = counts.rows[0]!
+    // Once each: SQL's count, the orders marked done and Redis's returned hash agree.
+    expect(c.returned).toBeGreaterThan(atKill.returned)
+    expect(c.done).toBe(c.returned)
+    expect(end.returned).toBe(c.returned)
+    expect(c.unpaid_not_back).toBe(0)
+    expect(c.paid).toBe(STOCK)
+    const money = await moneyFacts(stack.databaseUrl, [...users, ...lateUsers].map(String))
+    expect(money).toMatchObject({ charged_twice: 0, negative: 0, drifting: 0, payments: STOCK })
+    const q = await rabbit.queueDeclare({ queue: QUEUE, passive: true })
+    expect(q.messageCount).toBe(0)
+    // This sale's books (the dead-letter test above leaves its own sale a message short).
+    const books = await runReconcile(stack)
+    const mine = books.report.find((r) => r.product_id === productId)
+    expect(mine, books.out + books.err).toBeDefined()
+    expect(mine!.problems).toEqual([])
   })
 })
