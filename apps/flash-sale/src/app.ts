@@ -5,7 +5,7 @@ import { adminRoutes } from './routes/admin.js'
 import { checkoutRoutes } from './routes/checkout.js'
 import { healthRoutes } from './routes/health.js'
 import { orderRoutes } from './routes/orders.js'
-import { paymentRoutes } from './routes/payments.js'
+import { adminRefundRoutes, paymentRoutes } from './routes/payments.js'
 import { productRoutes } from './routes/products.js'
 import { waitingRoomRoutes } from './routes/waiting-room.js'
 import { waitingRoomAdminRoutes } from './routes/waiting-room-admin.js'
@@ -46,5 +46,6 @@ export async function buildApp(deps: AppDeps, opts: { logger?: boolean } = {}): 
   await app.register(waitingRoomAdminRoutes, deps)
   await app.register(walletRoutes, deps)
   await app.register(adminWalletRoutes, deps)
+  await app.register(adminRefundRoutes, deps)
   return app
 }

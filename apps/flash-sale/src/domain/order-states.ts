@@ -9,6 +9,7 @@
  *                                                           ├─cancel───▶ cancelled (unit returned)
  *                                                           └─pay_by───▶ expired   (unit returned)
  *                                       └─worker──▶ failed
+ *   refund (admin): confirmed | paid ──refund──▶ refunded (charge given back, unit returned)
  */
 export const ORDER_STATUSES = Object.freeze([
   'confirmed',
@@ -17,6 +18,7 @@ export const ORDER_STATUSES = Object.freeze([
   'failed',
   'cancelled',
   'expired',
+  'refunded',
 ] as const)
 export type OrderStatus = (typeof ORDER_STATUSES)[number]
 
@@ -30,7 +32,11 @@ export const FINAL_STATUSES: ReadonlySet<OrderStatus> = new Set([
   'failed',
   'cancelled',
   'expired',
+  'refunded',
 ])
+
+/** States that were charged and may be refunded (POST /admin/orders/:order_id/refund). */
+export const REFUNDABLE_STATUSES: ReadonlySet<OrderStatus> = new Set(['confirmed', 'paid'])
 
 /**
  * Why a reserved order failed when the worker persisted it (orders.failure_reason).
@@ -49,7 +55,16 @@ export const FAILURE_REASONS = Object.freeze([
 export type FailureReason = (typeof FAILURE_REASONS)[number]
 
 /** Why a unit goes back to the sale (return-units.lua records it per order). */
-export type ReturnReason = 'INSUFFICIENT_FUNDS' | 'duplicate_unit' | 'cancelled' | 'expired'
+export type ReturnReason = 'INSUFFICIENT_FUNDS' | 'duplicate_unit' | 'cancelled' | 'expired' | 'refunded'
+
+/** Every ReturnReason, for the metrics' zero series. */
+export const RETURN_REASONS: readonly ReturnReason[] = Object.freeze([
+  'INSUFFICIENT_FUNDS',
+  'duplicate_unit',
+  'cancelled',
+  'expired',
+  'refunded',
+])
 
 /**
  * Whether an order that failed for `reason` gives its unit back to the sale in Redis.

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
+import { RETURN_REASONS } from '../domain/order-states.js'
 import { createWaitingRoomMetrics } from '../waiting-room/room-metrics.js'
 
 /**
@@ -207,7 +208,7 @@ export function initSaleSeries(metrics: ServiceMetrics, productId: string): void
   for (const reason of ['stale_round', 'sold_out_in_sql', 'duplicate_unit', 'INSUFFICIENT_FUNDS']) {
     metrics.ordersFailed.inc({ product_id, reason }, 0)
   }
-  for (const reason of ['INSUFFICIENT_FUNDS', 'duplicate_unit', 'cancelled', 'expired']) {
+  for (const reason of RETURN_REASONS) {
     metrics.unitsReturned.inc({ product_id, reason }, 0)
   }
 }

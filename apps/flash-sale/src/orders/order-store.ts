@@ -535,7 +535,7 @@ export class OrderStore {
       `SELECT s.round, s.stock_total, s.sold, s.returned, c.confirmed, c.failed, c.returns_pending, c.returns_done
        FROM sales s, LATERAL (
          SELECT count(*) FILTER (WHERE o.status IN ('confirmed', 'reserved', 'paid')) AS confirmed,
-           count(*) FILTER (WHERE o.status IN ('failed', 'cancelled', 'expired')
+           count(*) FILTER (WHERE o.status IN ('failed', 'cancelled', 'expired', 'refunded')
              AND o.unit_return IS DISTINCT FROM 'done') AS failed,
            count(*) FILTER (WHERE o.unit_return = 'pending') AS returns_pending,
            count(*) FILTER (WHERE o.unit_return = 'done') AS returns_done
@@ -567,7 +567,9 @@ export class OrderStore {
 
   /**
    * Payments of a round, users over the limit, orders that should have one payment and do not,
-   * and payments of orders that should have none (global).
+   * and payments of orders that should have none (global). A refunded order keeps its payment
+   * and has one refund of the same amount; a refund of any other order, or of another amount, is
+   * counted (global), and so is a refunded order of the round without one.
    */
   async money(productId: string, round: number, perUserLimit: number) {
     const r = await this.db.query<{
@@ -577,16 +579,22 @@ export class OrderStore {
       unpaid: string
       over_limit: string
       bad_payments: string
+      unrefunded: string
+      bad_refunds: string
     }>(
       `SELECT
          (SELECT count(*) FROM payments pay JOIN orders o USING (order_id) WHERE o.product_id = $1 AND o.round = $2) AS payments,
          (SELECT sum(pay.amount_cents) FROM payments pay JOIN orders o USING (order_id) WHERE o.product_id = $1 AND o.round = $2) AS paid,
-         (SELECT count(*) FROM orders WHERE product_id = $1 AND round = $2 AND status IN ('confirmed', 'paid')) AS payable,
-         (SELECT count(*) FROM orders o WHERE o.product_id = $1 AND o.round = $2 AND o.status IN ('confirmed', 'paid')
+         (SELECT count(*) FROM orders WHERE product_id = $1 AND round = $2 AND status IN ('confirmed', 'paid', 'refunded')) AS payable,
+         (SELECT count(*) FROM orders o WHERE o.product_id = $1 AND o.round = $2 AND o.status IN ('confirmed', 'paid', 'refunded')
             AND NOT EXISTS (SELECT 1 FROM payments pay WHERE pay.order_id = o.order_id)) AS unpaid,
          (SELECT count(*) FROM (SELECT user_id FROM orders WHERE product_id = $1 AND round = $2
             AND status IN ('confirmed', 'reserved', 'paid') GROUP BY user_id HAVING count(*) > $3) u) AS over_limit,
-         (SELECT count(*) FROM payments pay JOIN orders o USING (order_id) WHERE o.status NOT IN ('confirmed', 'paid')) AS bad_payments`,
+         (SELECT count(*) FROM payments pay JOIN orders o USING (order_id) WHERE o.status NOT IN ('confirmed', 'paid', 'refunded')) AS bad_payments,
+         (SELECT count(*) FROM orders o WHERE o.product_id = $1 AND o.round = $2 AND o.status = 'refunded'
+            AND NOT EXISTS (SELECT 1 FROM refunds rf WHERE rf.order_id = o.order_id)) AS unrefunded,
+         (SELECT count(*) FROM refunds rf JOIN orders o USING (order_id) JOIN payments pay USING (order_id)
+            WHERE o.status <> 'refunded' OR rf.amount_cents <> pay.amount_cents OR rf.user_id <> pay.user_id) AS bad_refunds`,
       [productId, round, perUserLimit],
     )
     const m = r.rows[0]!
@@ -599,6 +607,10 @@ export class OrderStore {
       unpaid: Number(m.unpaid),
       overLimit: Number(m.over_limit),
       badPayments: Number(m.bad_payments),
+      /** Refunded orders of the round without their refund. */
+      unrefunded: Number(m.unrefunded),
+      /** Refunds of orders that are not refunded, or not of the payment's amount and payer. */
+      badRefunds: Number(m.bad_refunds),
     }
   }
 
@@ -653,11 +665,28 @@ export class OrderStore {
     return r.rows[0]?.n ?? 0
   }
 
-  /** Every wallet's charges against every payment. */
-  async walletTotals(): Promise<{ chargedCents: number; paidCents: number }> {
-    const r = await this.db.query<{ charged: string | null; paid: string | null }>(
-      'SELECT (SELECT sum(charged_cents) FROM wallets) AS charged, (SELECT sum(amount_cents) FROM payments) AS paid',
+  /** Every wallet's charges against every payment, and its refunds against every refund. */
+  async walletTotals(): Promise<{
+    chargedCents: number
+    paidCents: number
+    walletRefundedCents: number
+    refundsCents: number
+  }> {
+    const r = await this.db.query<{
+      charged: string | null
+      paid: string | null
+      w_refunded: string | null
+      refunds: string | null
+    }>(
+      `SELECT (SELECT sum(charged_cents) FROM wallets) AS charged, (SELECT sum(amount_cents) FROM payments) AS paid,
+         (SELECT sum(refunded_cents) FROM wallets) AS w_refunded, (SELECT sum(amount_cents) FROM refunds) AS refunds`,
     )
-    return { chargedCents: Number(r.rows[0]?.charged ?? 0), paidCents: Number(r.rows[0]?.paid ?? 0) }
+    const row = r.rows[0]
+    return {
+      chargedCents: Number(row?.charged ?? 0),
+      paidCents: Number(row?.paid ?? 0),
+      walletRefundedCents: Number(row?.w_refunded ?? 0),
+      refundsCents: Number(row?.refunds ?? 0),
+    }
   }
 }

@@ -2,17 +2,18 @@ import { Script } from 'kunci'
 import type pg from 'pg'
 import { type Db, inTransaction } from '../db/database.js'
 import { productOfOrder } from '../domain/ids.js'
-import type { OrderStatus } from '../domain/order-states.js'
+import { type OrderStatus, REFUNDABLE_STATUSES } from '../domain/order-states.js'
 import { saleKeys } from '../redis/keys.js'
 import type { SaleStore } from '../sale/sale-store.js'
 import type { PendingReturn, UnitReturns } from './unit-returns.js'
-import { type ChargeResult, chargeOnce, type Queryable } from './wallets.js'
+import { type ChargeResult, chargeOnce, type Queryable, refundOnce } from './wallets.js'
 
 /**
- * Pay and cancel of a held order (a sale with `payment: 'hold'`, issue 16), and the one statement
- * that ends held orders (cancel, expiry by the sweeper or by a late pay): every change of a held
- * order happens with its row locked (FOR UPDATE), so a pay, a cancel and the sweeper racing for one
- * order settle it once, and the repeats answer what the first one did.
+ * Pay and cancel of a held order (a sale with `payment: 'hold'`, issue 16), the refund of a paid
+ * order (the admin's), and the one statement that ends held orders (cancel, expiry by the sweeper
+ * or by a late pay): every change of an order here happens with its row locked (FOR UPDATE), so a
+ * pay, a cancel, a refund and the sweeper racing for one order settle it once, and the repeats
+ * answer what the first one did.
  *
  * The deadline is PostgreSQL's clock: `now() < pay_by` decides payable or expired, for the pay
  * route and for the sweeper alike, so the two can never disagree about an order (pay_by itself is
@@ -30,6 +31,7 @@ export interface HeldOrderView {
   paid_at?: string
   cancelled_at?: string
   expired_at?: string
+  refunded_at?: string
 }
 
 export type OrderActionCode =
@@ -38,6 +40,7 @@ export type OrderActionCode =
   | 'NOT_YOUR_ORDER'
   | 'ORDER_NOT_PAYABLE'
   | 'INSUFFICIENT_FUNDS'
+  | 'ORDER_NOT_REFUNDABLE'
 
 export type OrderActionResult =
   | { ok: true; order: HeldOrderView; charge?: ChargeResult }
@@ -58,16 +61,18 @@ interface OrderRow {
   ended_at: Date | null
   past_due: boolean
   charged_at: Date | null
+  refunded_at: Date | null
 }
 
 // past_due: pay_by has passed, or the sale was reset since (a new round: the held unit went with
 // the old one), so the order can only expire.
-const LOCK_ORDER = `SELECT o.order_id, o.product_id, o.user_id, o.round, o.status, o.price_cents, o.ended_at,
+const ORDER_ROW = `SELECT o.order_id, o.product_id, o.user_id, o.round, o.status, o.price_cents, o.ended_at,
     (o.pay_by IS NOT NULL AND now() >= o.pay_by OR s.round IS DISTINCT FROM o.round) AS past_due,
-    p.created_at AS charged_at
+    p.created_at AS charged_at, rf.created_at AS refunded_at
   FROM orders o LEFT JOIN payments p ON p.order_id = o.order_id
+    LEFT JOIN refunds rf ON rf.order_id = o.order_id
     LEFT JOIN sales s ON s.product_id = o.product_id
-  WHERE o.order_id = $1 FOR UPDATE OF o`
+  WHERE o.order_id = $1`
 
 /**
  * Ends held orders (status 'reserved' only; others are left as they are) as `cancelled` or
@@ -102,6 +107,23 @@ export async function endHeldOrders(
     reason: status,
   }))
 }
+
+/**
+ * Ends a paid order as refunded, in the refund's transaction: unit_return 'pending' and the sale's
+ * `sold` lowered if the order is of its current round (an old round's unit went with the reset;
+ * return-units.lua then answers "stale" and nothing comes back). ended_at stays the time it was
+ * paid; the refund's own time is refunds.created_at.
+ */
+const END_REFUNDED = `WITH ended AS (
+    UPDATE orders SET status = 'refunded', unit_return = 'pending'
+    WHERE order_id = $1 AND status IN ('confirmed', 'paid')
+    RETURNING order_id, product_id, user_id, round
+  ), released AS (
+    UPDATE sales s SET sold = s.sold - 1, updated_at = now()
+    FROM ended WHERE s.product_id = ended.product_id AND s.round = ended.round
+  )
+  SELECT ended.order_id, ended.product_id, ended.user_id, ended.round, rf.created_at AS refunded_at
+  FROM ended JOIN refunds rf USING (order_id)`
 
 /** set-status.lua (also the AMQP consumer's): the order's status in Redis, if Redis still has it. */
 const SET_STATUS = Script.fromFile(new URL('./scripts/set-status.lua', import.meta.url))
@@ -184,14 +206,48 @@ export class OrderPayments {
     return result
   }
 
-  /** Not in SQL: the worker has not written it yet (Redis knows it), or there is no such order. */
-  async #absent(orderId: string, userId: string): Promise<OrderActionResult> {
+  /**
+   * Refunds a paid order once (POST /admin/orders/:order_id/refund): the charge goes back to the
+   * wallet and the unit back to the sale, so another buyer can get it (the buyer too: their unit
+   * no longer counts against the per-user limit). A confirmed order of an instant sale and a
+   * paid order of a hold sale can be refunded; a reserved one is cancelled instead. Repeats and
+   * concurrent calls answer the same body, and refund once.
+   */
+  async refund(orderId: string): Promise<OrderActionResult> {
+    const ended: EndedOrder[] = []
+    const result = await inTransaction(this.options.db, async (c): Promise<OrderActionResult> => {
+      const row = await lockOrder(c, orderId)
+      if (!row) return this.#absent(orderId)
+      if (row.status === 'refunded') return { ok: true, order: view(row) }
+      if (!REFUNDABLE_STATUSES.has(row.status)) return notRefundable(orderId, row.status)
+      if ((await refundOnce(c, orderId)) === 'not_charged')
+        return notRefundable(orderId, row.status, 'has no payment to give back')
+      const r = await c.query<{
+        order_id: string
+        product_id: string
+        user_id: string
+        round: number
+        refunded_at: Date
+      }>(END_REFUNDED, [orderId])
+      const e = r.rows[0]!
+      ended.push({ orderId, productId: e.product_id, userId: e.user_id, round: e.round, reason: 'refunded' })
+      return { ok: true, order: view({ ...row, status: 'refunded', refunded_at: e.refunded_at }) }
+    })
+    await this.#afterCommit(ended)
+    return result
+  }
+
+  /**
+   * Not in SQL: the worker has not written it yet (Redis knows it), or there is no such order.
+   * `userId`: the buyer who asks (pay, cancel); none for the admin (refund).
+   */
+  async #absent(orderId: string, userId?: string): Promise<OrderActionResult> {
     const productId = productOfOrder(orderId)
     const cached =
       productId === undefined
         ? undefined
         : await this.options.store.orderStatus(productId, orderId).catch(() => undefined)
-    if (cached && cached.userId !== userId) return notYours(orderId)
+    if (cached && userId !== undefined && cached.userId !== userId) return notYours(orderId)
     if (cached)
       return {
         ok: false,
@@ -272,7 +328,13 @@ async function lockOrder(c: pg.PoolClient, orderId: string): Promise<OrderRow | 
   // A service instance stalled in the middle of a pay holds the order's row (and maybe the
   // sale's): PostgreSQL ends the session after 10 s idle in the transaction, and rolls it back.
   await c.query(`SELECT set_config('idle_in_transaction_session_timeout', '10000', true)`)
-  return (await c.query<OrderRow>(LOCK_ORDER, [orderId])).rows[0]
+  // The lock first, then the read, in two statements: a statement that waited for the lock sees
+  // the locked row as the holder left it, but the rows it joins (the payment, the refund the
+  // holder wrote) as they were when it started, so a refund repeated while the first one ran
+  // answered without its refunded_at. A new statement after the lock sees everything committed.
+  const locked = await c.query('SELECT 1 FROM orders WHERE order_id = $1 FOR UPDATE', [orderId])
+  if ((locked.rowCount ?? 0) === 0) return undefined
+  return (await c.query<OrderRow>(ORDER_ROW, [orderId])).rows[0]
 }
 
 const cents = (c: string | number) => (Number(c) / 100).toFixed(2)
@@ -290,7 +352,30 @@ function view(row: OrderRow): HeldOrderView {
   if (row.status === 'confirmed' && row.charged_at) return { ...base, paid_at: row.charged_at.toISOString() }
   if (row.status === 'cancelled' && at) return { ...base, cancelled_at: at }
   if (row.status === 'expired' && at) return { ...base, expired_at: at }
+  if (row.status === 'refunded') {
+    return {
+      ...base,
+      ...(row.charged_at && { paid_at: row.charged_at.toISOString() }),
+      ...(row.refunded_at && { refunded_at: row.refunded_at.toISOString() }),
+    }
+  }
   return base
+}
+
+function notRefundable(orderId: string, status: string, reason?: string): OrderActionResult {
+  const why =
+    reason ??
+    (status === 'reserved'
+      ? 'is reserved and was never paid: the buyer cancels it (POST /v1/orders/:order_id/cancel), or it expires at pay_by'
+      : status === 'failed'
+        ? 'failed when it was recorded and was never charged; its unit already went back if it had one'
+        : `was ${status} and was never charged; its unit already went back`)
+  return {
+    ok: false,
+    code: 'ORDER_NOT_REFUNDABLE',
+    message: `order ${orderId} cannot be refunded: it ${why}`,
+    status,
+  }
 }
 
 const notYours = (orderId: string): OrderActionResult => ({

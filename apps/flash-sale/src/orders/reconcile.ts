@@ -38,9 +38,10 @@ export interface SaleReconciliation {
  *   the orders whose return is done this round = the orders Redis's returned hash holds;
  * - orders: never more holding a unit than stock, SQL's `sold` equal to them, no user beyond the
  *   per-user limit;
- * - money: every confirmed/paid order has exactly one payment and no other order has one; the
- *   wallets' charges equal the payments; every wallet's balance = funded − charged + refunded;
- *   no balance below zero.
+ * - money: every confirmed/paid/refunded order has exactly one payment and no other order has
+ *   one; every refunded order has exactly one refund, of what was paid, and no other order has
+ *   one; the wallets' charges equal the payments and their refunds the refunds; every wallet's
+ *   balance = funded − charged + refunded; no balance below zero.
  */
 export async function reconcile(
   orders: OrderStore,
@@ -66,16 +67,21 @@ export async function reconcile(
     if (counts.persisted > counts.stock_total)
       problems.push(`oversold: ${counts.persisted} orders hold a unit > stock ${counts.stock_total}`)
     if (m.payments !== m.payable) problems.push(`${m.payments} payments for ${m.payable} confirmed orders`)
-    if (m.unpaid > 0) problems.push(`${m.unpaid} confirmed/paid order(s) without a payment`)
+    if (m.unpaid > 0) problems.push(`${m.unpaid} confirmed/paid/refunded order(s) without a payment`)
+    if (m.unrefunded > 0) problems.push(`${m.unrefunded} refunded order(s) without a refund`)
+    if (m.badRefunds > 0)
+      problems.push(`${m.badRefunds} refund(s) of orders that are not refunded, or not of what was paid`)
     if (m.overLimit > 0) problems.push(`${m.overLimit} user(s) hold more than ${sale.per_user_limit} unit(s)`)
     if (m.badPayments > 0)
-      problems.push(`${m.badPayments} payment(s) for orders that are not confirmed or paid`)
+      problems.push(`${m.badPayments} payment(s) for orders that are not confirmed, paid or refunded`)
     if (sale.sold !== counts.persisted)
       problems.push(`sales.sold = ${sale.sold} but ${counts.persisted} orders hold a unit`)
     if (sql.returned !== sql.returns_done)
       problems.push(`sales.returned = ${sql.returned} but ${sql.returns_done} orders' returns are done`)
     if (wallets.chargedCents !== wallets.paidCents)
       problems.push('wallet totals differ from the sum of payments')
+    if (wallets.walletRefundedCents !== wallets.refundsCents)
+      problems.push("the wallets' refunded totals differ from the sum of refunds")
     if (books.driftCount > 0)
       problems.push(
         `${books.driftCount} wallet(s) with balance ≠ funded − charged + refunded: ${books.drifting.join('; ')}`,

@@ -20,7 +20,7 @@ export interface PendingReturn extends UnitReturn {
 
 /**
  * The one path by which a unit goes back to the sale (issue 16), whatever gave it up: the worker
- * (an order that could not be paid, a unit reserved twice for one user), cancel, expiry.
+ * (an order that could not be paid, a unit reserved twice for one user), cancel, expiry, refund.
  *
  * The order is first given up in SQL in the transaction that ends it (`unit_return = 'pending'`,
  * and `sold` lowered if it held a unit there). Then Redis takes the unit back (return-units.lua:
@@ -87,7 +87,7 @@ export class UnitReturns {
       reason: ReturnReason
     }>(
       `SELECT order_id, user_id, round,
-         CASE WHEN status IN ('cancelled', 'expired') THEN status ELSE failure_reason END AS reason
+         CASE WHEN status IN ('cancelled', 'expired', 'refunded') THEN status ELSE failure_reason END AS reason
        FROM orders WHERE product_id = $1 AND unit_return = 'pending' ORDER BY order_id LIMIT $2`,
       [productId, limit],
     )

@@ -73,6 +73,36 @@ export async function chargeOnce(
   return (r.rowCount ?? 0) > 0 ? 'charged' : 'insufficient_funds'
 }
 
+export type RefundResult = 'refunded' | 'already_refunded' | 'not_charged'
+
+/**
+ * Gives an order's payment back once: the refund row (one per payment, its primary key) and the
+ * credit to the wallet (balance and refunded up by the payment's amount) in one statement, so
+ * balance = funded − charged + refunded holds after it as before. `already_refunded` if the order
+ * has a refund; `not_charged` if it has no payment (nothing written). Call inside the transaction
+ * that ends the order, with the order's row locked.
+ */
+export async function refundOnce(c: Queryable, orderId: string): Promise<RefundResult> {
+  const r = await c.query<{ refunded: boolean; charged: boolean }>(
+    `WITH pay AS (
+       SELECT order_id, user_id, amount_cents FROM payments WHERE order_id = $1
+     ), refund AS (
+       INSERT INTO refunds (order_id, user_id, amount_cents) SELECT order_id, user_id, amount_cents FROM pay
+       ON CONFLICT (order_id) DO NOTHING
+       RETURNING user_id, amount_cents
+     ), credit AS (
+       UPDATE wallets w SET balance_cents = w.balance_cents + refund.amount_cents,
+         refunded_cents = w.refunded_cents + refund.amount_cents, updated_at = now()
+       FROM refund WHERE w.user_id = refund.user_id
+       RETURNING w.user_id
+     )
+     SELECT EXISTS (SELECT 1 FROM credit) AS refunded, EXISTS (SELECT 1 FROM pay) AS charged`,
+    [orderId],
+  )
+  const row = r.rows[0]!
+  return row.refunded ? 'refunded' : row.charged ? 'already_refunded' : 'not_charged'
+}
+
 /** Sets a balance (PUT /admin/wallets/:user_id); `funded` moves by the difference, so the books stay whole. */
 export async function setBalance(
   c: Queryable,

@@ -23,7 +23,9 @@ export const HTTP_STATUS = Object.freeze({
   INSUFFICIENT_FUNDS: 402,
   /** Pay/cancel of an order that is no longer reserved (cancelled, expired, failed). */
   ORDER_NOT_PAYABLE: 409,
-  /** Pay/cancel of an order the worker has not recorded yet: retry in a moment. */
+  /** Refund of an order that was not paid (reserved, failed, cancelled, expired). */
+  ORDER_NOT_REFUNDABLE: 409,
+  /** Pay/cancel/refund of an order the worker has not recorded yet: retry in a moment. */
   ORDER_PENDING: 409,
   SOLD_OUT: 409,
   ALREADY_PURCHASED: 409,

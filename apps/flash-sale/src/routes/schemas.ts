@@ -134,6 +134,14 @@ export const ORDER_ACTION = {
   } satisfies SchemaRules,
 }
 
+/** POST /admin/orders/:order_id/refund: the order in the path; a body, if any, is ignored. */
+export const ORDER_REFUND = {
+  schema: {
+    params: { type: 'object', properties: { order_id: { type: 'string', minLength: 1, maxLength: 128 } } },
+  },
+  config: { rules: { order_id: 'an order id as the checkout answered it' } } satisfies SchemaRules,
+}
+
 export interface OrderActionBody {
   user_id: number | string
 }

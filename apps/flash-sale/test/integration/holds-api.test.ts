@@ -233,6 +233,70 @@ describe('hold sales: admin, reserved answers, pay, cancel, expiry', () => {
     expect((await checkout('h4', 'canceller')).statusCode).toBe(200)
   })
 
+  it('refunds a paid order once, also 20 at once: the charge back to the wallet, the unit back to the sale', async () => {
+    await put('h8', { stock: 2, price: PRICE, payment: 'hold', hold_seconds: 600 })
+    const refund = (orderId: string, token = TOKEN) =>
+      app.inject({
+        method: 'POST',
+        url: `/admin/orders/${orderId}/refund`,
+        headers: { authorization: `Bearer ${token}` },
+      })
+    const orderId = await held('h8', 'refundee')
+    // Not paid yet: a held order is cancelled, not refunded.
+    const early = await refund(orderId)
+    expect(early.statusCode).toBe(409)
+    expect(early.json().error).toMatchObject({ code: 'ORDER_NOT_REFUNDABLE', status: 'reserved' })
+    expect(early.json().error.message).toMatch(/cancel/)
+    expect((await refund(orderId, 'wrong-token')).statusCode).toBe(401)
+    expect((await refund('h8.nosuchorder')).json().error.code).toBe('UNKNOWN_ORDER')
+
+    await setBalance(runtime.db, 'refundee', 50_00, 100_00)
+    expect((await act(orderId, 'pay', 'refundee')).statusCode).toBe(200)
+    expect(await stock('h8')).toBe(1)
+    const answers = await Promise.all(Array.from({ length: 20 }, () => refund(orderId)))
+    expect(answers.map((a) => a.statusCode)).toEqual(Array(20).fill(200))
+    expect([...new Set(answers.map((a) => a.body))]).toEqual([answers[0]!.body])
+    const body = answers[0]!.json()
+    expect(body).toMatchObject({ order_id: orderId, status: 'refunded', user_id: 'refundee', amount: PRICE })
+    expect(Date.parse(body.refunded_at)).toBeGreaterThanOrEqual(Date.parse(body.paid_at))
+    expect((await refund(orderId)).body).toBe(answers[0]!.body)
+    // One refund; the wallet whole again, its books intact.
+    expect(await sql('SELECT amount_cents FROM refunds WHERE order_id = $1', [orderId])).toEqual([
+      { amount_cents: String(PRICE * 100) },
+    ])
+    expect(
+      await sql(
+        `SELECT balance_cents, charged_cents, refunded_cents,
+           balance_cents = funded_cents - charged_cents + refunded_cents AS books
+         FROM wallets WHERE user_id = 'refundee'`,
+      ),
+    ).toEqual([
+      {
+        balance_cents: '5000',
+        charged_cents: String(PRICE * 100),
+        refunded_cents: String(PRICE * 100),
+        books: true,
+      },
+    ])
+    // The unit is back on sale, once, and counted as returned.
+    expect(await stock('h8')).toBe(2)
+    expect(await sql('SELECT sold, returned FROM sales WHERE product_id = $1', ['h8'])).toEqual([
+      { sold: 0, returned: 1 },
+    ])
+    expect(await runtime.redis.hget(saleKeys('h8').returned, orderId)).toBe('refunded')
+    expect(await getOrder(orderId)).toMatchObject({ status: 'refunded' })
+    // A refunded order is not paid or cancelled again; the buyer may buy again.
+    expect((await act(orderId, 'pay', 'refundee')).json().error).toMatchObject({
+      code: 'ORDER_NOT_PAYABLE',
+      status: 'refunded',
+    })
+    expect((await act(orderId, 'cancel', 'refundee')).json().error).toMatchObject({
+      code: 'ORDER_NOT_PAYABLE',
+      status: 'refunded',
+    })
+    expect((await checkout('h8', 'refundee')).statusCode).toBe(200)
+  })
+
   it('expires: a pay after pay_by answers expired and returns the unit; the sweeper expires the rest once', async () => {
     await put('h5', { stock: 10, price: PRICE, payment: 'hold', hold_seconds: 600 })
     const past = new Date(Date.now() - 1_000)

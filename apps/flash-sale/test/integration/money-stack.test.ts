@@ -182,6 +182,67 @@ describe('wallets with balances on the lua strategy', () => {
     })
   })
 
+  it('refunds of confirmed orders, 10 at once each over both instances: one refund each, the units sold again; reconcile exits 0', {
+    timeout: 120_000,
+  }, async () => {
+    await fx.stack.putSale({ productId: '9937', stock: 20 })
+    const buyers = Array.from({ length: 20 }, (_, i) => 8_500 + i)
+    const bought = await runCheckouts({
+      url: fx.stack.url,
+      productId: 9937,
+      calls: buyers.map((userId) => ({ userId })),
+      concurrency: 20,
+    })
+    expect(countBy(bought, (o) => o.status)).toEqual({ 200: 20 })
+    await eventually(
+      () => adminSale(fx.stack, '9937'),
+      (c) => c.persisted === 20 && c.pending === 0,
+      { timeoutMs: 60_000, what: '20 orders confirmed' },
+    )
+    const refund = (orderId: string) =>
+      fetch(`${fx.stack.url}/admin/orders/${orderId}/refund`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${fx.stack.adminToken}` },
+      }).then(async (r) => ({ status: r.status, body: await r.text() }))
+    const refunded = bought.slice(0, 5)
+    for (const o of refunded) {
+      const answers = await Promise.all(Array.from({ length: 10 }, () => refund(o.body.order_id!)))
+      expect(answers.map((a) => a.status)).toEqual(Array(10).fill(200))
+      expect(new Set(answers.map((a) => a.body)).size).toBe(1)
+      expect(JSON.parse(answers[0]!.body)).toMatchObject({ status: 'refunded', amount: PRICE })
+      expect(await getWallet(fx.stack, o.userId)).toEqual({
+        user_id: String(o.userId),
+        balance: 1000,
+        charged: PRICE,
+        charges: 1,
+      })
+    }
+    const back = await adminSale(fx.stack, '9937')
+    expect(back).toMatchObject({ persisted: 15, remaining: 5, returned: 5, returns_pending: 0 })
+    // The five units are sold again, and no more.
+    const again = await runCheckouts({
+      url: fx.stack.url,
+      productId: 9937,
+      calls: Array.from({ length: 12 }, (_, i) => ({ userId: 8_600 + i })),
+      concurrency: 12,
+    })
+    expect(countBy(again, (o) => o.status)).toEqual({ 200: 5, 409: 7 })
+    await eventually(
+      () => adminSale(fx.stack, '9937'),
+      (c) => c.persisted === 20 && c.pending === 0 && c.remaining === 0,
+      { timeoutMs: 60_000, what: '20 confirmed again' },
+    )
+    const rows = await sql<{ refunds: number; refunded: number }>(
+      fx.stack.databaseUrl,
+      `SELECT (SELECT count(*)::int FROM refunds rf JOIN orders o USING (order_id) WHERE o.product_id = '9937') AS refunds,
+              (SELECT count(*)::int FROM orders WHERE product_id = '9937' AND status = 'refunded') AS refunded`,
+    )
+    expect(rows).toEqual([{ refunds: 5, refunded: 5 }])
+    const books = await runReconcile(fx.stack)
+    expect(books.code, books.out + books.err).toBe(0)
+    expect(books.report.find((r) => r.product_id === '9937')).toMatchObject({ returned: 5, problems: [] })
+  })
+
   it('a unit given back twice (a redelivered event, a retried return) comes back once; a return a crash left pending is finished once', async () => {
     const config = loadConfig(fx.stack.env)
     const redis = connectSaleRedis(config, 'money-test')
@@ -256,7 +317,7 @@ describe('wallets with balances on the lua strategy', () => {
     expect(await adminSale(fx.stack, '9936')).toMatchObject({ persisted: 3, remaining: 2, pending: 0 })
   })
 
-  it('reconcile exits 1 after a planted drift: a balance changed behind its back, a unit added in Redis', async () => {
+  it('reconcile exits 1 after a planted drift: a balance changed behind its back, a refund of an order that was not refunded, a unit added in Redis', async () => {
     const clean = await runReconcile(fx.stack)
     expect(clean.code, clean.out + clean.err).toBe(0)
     await sql(
@@ -274,6 +335,22 @@ describe('wallets with balances on the lua strategy', () => {
         s.problems.some((p) => p.includes('balance ≠ funded − charged + refunded') && p.includes('7000')),
       ),
     ).toBe(true)
+    // A refund written for an order that was not refunded (its money left twice, its unit kept).
+    await sql(
+      fx.stack.databaseUrl,
+      `INSERT INTO refunds (order_id, user_id, amount_cents)
+       SELECT p.order_id, p.user_id, p.amount_cents FROM payments p JOIN orders o USING (order_id)
+       WHERE o.product_id = '9933' AND o.status = 'confirmed' ORDER BY p.order_id LIMIT 1`,
+    )
+    const refund = await runReconcile(fx.stack)
+    await sql(
+      fx.stack.databaseUrl,
+      `DELETE FROM refunds WHERE order_id IN (SELECT order_id FROM orders WHERE product_id = '9933')`,
+    )
+    expect(refund.code).toBe(1)
+    const refundProblems = refund.report.find((s) => s.product_id === '9933')?.problems ?? []
+    expect(refundProblems).toContain('1 refund(s) of orders that are not refunded, or not of what was paid')
+    expect(refundProblems).toContain("the wallets' refunded totals differ from the sum of refunds")
     const redis = connectSaleRedis(loadConfig(fx.stack.env), 'money-test')
     try {
       await whenReady(redis)

@@ -1,5 +1,5 @@
 -- Gives units back to a sale: orders that reserved a unit in Redis and did not end paid
--- (insufficient funds, a unit reserved twice for one user, cancelled, expired). Each order gives
+-- (insufficient funds, a unit reserved twice for one user, cancelled, expired), or were refunded. Each order gives
 -- its unit back at most once, whoever asks and however often (a redelivered event, a sweeper
 -- retrying after a crash, two sweepers): `returned` remembers the orders that did, in the same
 -- slot and the same atomic script as the stock it raises, so a failover keeps both or neither.
@@ -10,7 +10,8 @@
 -- KEYS[1] meta  KEYS[2] stock  KEYS[3] buyers  KEYS[4] status  KEYS[5] returned (hash)
 -- ARGV[1] the sale's channel  ARGV[2] the round the orders belong to
 -- then 3 per order: order id, user id, reason (domain/order-states.ts ReturnReason; the order's
---   status in Redis becomes 'cancelled' or 'expired' for those reasons, 'failed' for the others)
+--   status in Redis becomes 'cancelled', 'expired' or 'refunded' for those reasons, 'failed' for
+--   the others)
 --
 -- Returns { epoch, stock, then one code per order: 1 = returned now, 0 = returned before,
 -- -1 = not returned: the sale is in another round (a reset dropped that round's stock) }
@@ -37,7 +38,7 @@ for i = 3, #ARGV, 3 do
     end
     if redis.call('HEXISTS', KEYS[4], order_id) == 1 then
       local status = 'failed'
-      if reason == 'cancelled' or reason == 'expired' then status = reason end
+      if reason == 'cancelled' or reason == 'expired' or reason == 'refunded' then status = reason end
       redis.call('HSET', KEYS[4], order_id, status .. '|' .. user .. '|' .. round)
     end
     any = true
