@@ -297,6 +297,48 @@ describe('hold sales: admin, reserved answers, pay, cancel, expiry', () => {
     expect((await checkout('h8', 'refundee')).statusCode).toBe(200)
   })
 
+  it("a refund whose Redis step fails (the sale's node paused) is answered, left pending, and finished once", async () => {
+    await put('h9', { stock: 2, price: PRICE, payment: 'hold', hold_seconds: 600 })
+    const orderId = await held('h9', 'paused-refund')
+    expect((await act(orderId, 'pay', 'paused-refund')).statusCode).toBe(200)
+    expect(await stock('h9')).toBe(1)
+    const refund = () =>
+      app.inject({
+        method: 'POST',
+        url: `/admin/orders/${orderId}/refund`,
+        headers: { authorization: `Bearer ${TOKEN}` },
+      })
+    fx.node.pause()
+    let first: Awaited<ReturnType<typeof refund>>
+    try {
+      // The money moves in SQL; the unit's return waits for Redis (its call gives up after 2 s).
+      first = await refund()
+    } finally {
+      fx.node.resume()
+    }
+    expect(first.statusCode, first.body).toBe(200)
+    expect(first.json()).toMatchObject({ status: 'refunded' })
+    expect(await sql('SELECT unit_return FROM orders WHERE order_id = $1', [orderId])).toEqual([
+      { unit_return: 'pending' },
+    ])
+    // The paused node ran the return it had been sent once it was resumed, or not: either way
+    // the worker's resume loop (here called by hand, twice) finishes it once.
+    const returns = new UnitReturns({ db: runtime.db, store: runtime.deps.store })
+    await returns.resumePending('h9')
+    await returns.resumePending('h9')
+    expect(await sql('SELECT unit_return FROM orders WHERE order_id = $1', [orderId])).toEqual([
+      { unit_return: 'done' },
+    ])
+    expect(await sql('SELECT sold, returned FROM sales WHERE product_id = $1', ['h9'])).toEqual([
+      { sold: 0, returned: 1 },
+    ])
+    expect(await stock('h9')).toBe(2)
+    expect(await sql('SELECT count(*)::int AS n FROM refunds WHERE order_id = $1', [orderId])).toEqual([
+      { n: 1 },
+    ])
+    expect((await refund()).body).toBe(first.body)
+  })
+
   it('expires: a pay after pay_by answers expired and returns the unit; the sweeper expires the rest once', async () => {
     await put('h5', { stock: 10, price: PRICE, payment: 'hold', hold_seconds: 600 })
     const past = new Date(Date.now() - 1_000)
