@@ -172,8 +172,22 @@ class Cluster implements RedisCluster {
     return own
   }
 
+  /**
+   * A management command, sent again while the node answers LOADING: a node loads its data at
+   * start, and loads again when it becomes a replica and takes its master's RDB (a rejoined old
+   * master does that moments after its restart, so CLUSTER MYID once failed with LOADING in CI).
+   */
   async #run(node: ManagedNode, args: (string | number)[]) {
-    return sendCommand(node.adminAddress, args)
+    const deadline = Date.now() + DEFAULT_WAIT_MS
+    for (;;) {
+      try {
+        return await sendCommand(node.adminAddress, args)
+      } catch (err) {
+        const loading = err instanceof ClusterCommandError && err.reply.startsWith('LOADING')
+        if (!loading || Date.now() > deadline) throw err
+        await sleep(50)
+      }
+    }
   }
 
   async #idOf(node: ManagedNode): Promise<string> {

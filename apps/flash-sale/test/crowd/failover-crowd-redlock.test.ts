@@ -39,7 +39,9 @@ describe('redlock: kill -9 of a lock node under a retrying crowd', () => {
     )
     const stop = new AbortController()
     const crowd = runRetryingCrowd({ url: stack.url, productId, clients: 200, stop: stop.signal })
-    await sleep(500)
+    // Two seconds before the kill, to know the rate of sales this machine gives the lock path.
+    await sleep(2_000)
+    const startedAt = Date.now() - 2_000
     const killAt = Date.now()
     await stack.lockNodes!.nodes[2]!.kill()
     // Long enough for the crowd to meet the dead node on every acquire, and for the sale to end.
@@ -57,9 +59,21 @@ describe('redlock: kill -9 of a lock node under a retrying crowd', () => {
       seen,
     ).toEqual([])
     expect(statuses[503] ?? 0, seen).toBeLessThanOrEqual(requests.length * 0.02)
-    const after = requests.filter((r) => r.sentAt >= killAt)
-    // Sales go on through the lock after the kill: 4 of 5 nodes are a quorum.
-    expect(after.filter((r) => r.status === 200).length, seen).toBeGreaterThan(100)
+    // Sales go on through the lock after the kill: 4 of 5 nodes are a quorum, and a dead node
+    // refuses connections at once, so the lock path keeps its pace. Compared with the rate before
+    // the kill rather than with a count: the count follows the machine (a fixed "more than 100
+    // in 8 s" failed with 63 while other test runs shared the two cores, before and after alike).
+    const salesPerS = (from: number, to: number) =>
+      requests.filter((r) => r.status === 200 && r.sentAt >= from && r.sentAt < to).length /
+      ((to - from) / 1_000)
+    // Until the sell-out, if it came: after it, checkouts are 409s and sales stop for that reason.
+    const soldOutAt = Math.min(...requests.filter((r) => r.code === 'SOLD_OUT').map((r) => r.sentAt))
+    const before = salesPerS(startedAt, killAt)
+    const afterKill = salesPerS(killAt, Math.min(killAt + 6_000, soldOutAt))
+    const rates = `${seen}; sales/s before the kill ${before.toFixed(1)}, after ${afterKill.toFixed(1)}`
+    console.log(`[failover-crowd-redlock] ${rates}`)
+    expect(before, rates).toBeGreaterThan(0)
+    expect(afterKill, rates).toBeGreaterThan(before * 0.3)
     expect(Math.max(...requests.map((r) => r.serverMs ?? 0))).toBeLessThan(REDLOCK_BOUND_MS)
     const sold = finals.filter((f) => f.status === 200)
     expect(sold.length).toBeLessThanOrEqual(STOCK)
