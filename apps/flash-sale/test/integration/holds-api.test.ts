@@ -467,14 +467,18 @@ describe('hold sales with the redlock strategy', () => {
     await lockNodes?.stop()
   })
 
-  it('reserves with pay_by, pays once, counts the held unit against the per-user limit', async () => {
+  async function putHoldSale(productId: string): Promise<void> {
     const put = await app.inject({
       method: 'PUT',
-      url: '/admin/sales/r1',
+      url: `/admin/sales/${productId}`,
       headers: { authorization: `Bearer ${TOKEN}` },
       payload: { stock: 5, price: PRICE, payment: 'hold', hold_seconds: 600 },
     })
-    expect(put.statusCode).toBe(200)
+    expect(put.statusCode, put.body).toBe(200)
+  }
+
+  it('reserves with pay_by, pays once, counts the held unit against the per-user limit', async () => {
+    await putHoldSale('r1')
     const before = Date.now()
     const res = await eventually(
       () => app.inject({ method: 'POST', url: '/v1/checkout', payload: { product_id: 'r1', user_id: 'u1' } }),
@@ -508,13 +512,7 @@ describe('hold sales with the redlock strategy', () => {
   })
 
   it('a repeat with the same Idempotency-Key answers the same: reserved, with the same pay_by', async () => {
-    const put = await app.inject({
-      method: 'PUT',
-      url: '/admin/sales/r2',
-      headers: { authorization: `Bearer ${TOKEN}` },
-      payload: { stock: 5, price: PRICE, payment: 'hold', hold_seconds: 600 },
-    })
-    expect(put.statusCode).toBe(200)
+    await putHoldSale('r2')
     const keyed = () =>
       app.inject({
         method: 'POST',
