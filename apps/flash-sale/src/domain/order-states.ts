@@ -1,7 +1,8 @@
 /**
  * The life of an order (issue 16), in one place: its states, the reasons it can fail, and which
- * endings give the unit back to the sale. The SQL schema (db/migrations/002_money.sql), the worker,
- * the pay/cancel routes, the expiry sweeper, reconcile and the docs' state machine follow this.
+ * endings give the unit back to the sale. The SQL schema (db/migrations/002_money.sql and
+ * 003_refunds.sql), the worker, the pay/cancel/refund routes, the expiry sweeper, reconcile and
+ * the docs' state machine follow this.
  *
  *   instant sale:  (reserved in Redis) ──worker──▶ confirmed            (charged once, paid)
  *                                       └─worker──▶ failed               (unit returned, see below)
