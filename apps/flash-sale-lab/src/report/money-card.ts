@@ -1,6 +1,8 @@
 // The report's "Money and the life of an order" card (issue 16) and the same figures as text for
 // the demo's console: per strategy and money phase, the books of the sale once drained. Built from
 // PhaseReport.money (see MoneyFigures).
+
+import { esc } from './html-escape.js'
 import type { MoneyFigures, ReportInput, StrategyReport } from './report-input.js'
 
 const int = (n: number) => Math.round(n).toLocaleString('en')
@@ -45,15 +47,6 @@ export function moneyRows(m: MoneyFigures): [string, string][] {
     ['buyers with a held order', acts || '–'],
   ]
 }
-
-const ESCAPES: Record<string, string> = {
-  '&': '&amp;',
-  '<': '&lt;',
-  '>': '&gt;',
-  '"': '&quot;',
-  "'": '&#39;',
-}
-const esc = (s: unknown) => String(s).replace(/[&<>"']/g, (ch) => ESCAPES[ch]!)
 
 function rows(s: StrategyReport): string[] {
   const out: string[] = []

@@ -6,6 +6,7 @@ import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { type ChartModel, faultWindows, phaseCharts } from './chart-model.js'
 import { CLIENT_SCRIPT } from './client-script.js'
+import { esc } from './html-escape.js'
 import { moneySection } from './money-card.js'
 import type { FaultImpact, PhaseReport, ReportInput, StrategyReport, SummaryRow } from './report-input.js'
 import { comparisonSection } from './room-comparison.js'
@@ -25,14 +26,6 @@ function uplot(): { js: string; css: string } {
   return uplotAssets
 }
 
-const ESCAPES: Record<string, string> = {
-  '&': '&amp;',
-  '<': '&lt;',
-  '>': '&gt;',
-  '"': '&quot;',
-  "'": '&#39;',
-}
-const esc = (s: unknown) => String(s).replace(/[&<>"']/g, (c) => ESCAPES[c]!)
 /** `</script>` inside inlined text would end the element early. */
 const scriptSafe = (s: string) => s.replace(/<\/(script)/gi, '<\\/$1')
 

@@ -1,5 +1,7 @@
 // The report's "Waiting room vs no room" card and the same figures as text for the demo's console:
 // per strategy, one row per figure, one column per crowd. Built from StrategyReport.roomComparison.
+
+import { esc } from './html-escape.js'
 import type { CrowdRun, ReportInput, RoomComparison, StrategyReport } from './report-input.js'
 
 type Ran = Exclude<RoomComparison, { skipped: string }>
@@ -70,15 +72,6 @@ export function comparisonRows(c: Ran): [string, string, string][] {
     ],
   ]
 }
-
-const ESCAPES: Record<string, string> = {
-  '&': '&amp;',
-  '<': '&lt;',
-  '>': '&gt;',
-  '"': '&quot;',
-  "'": '&#39;',
-}
-const esc = (s: unknown) => String(s).replace(/[&<>"']/g, (ch) => ESCAPES[ch]!)
 
 function strategyBlock(s: StrategyReport): string {
   const c = s.roomComparison
