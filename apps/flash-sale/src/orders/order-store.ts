@@ -31,6 +31,16 @@ export type PersistOutcome =
   | { kind: 'failed'; reason: FailureReason }
 
 /** A sale as a checkout in SQL sees it (the `redlock` strategy). */
+/** One unit a checkout in SQL takes for a user (the `redlock` strategy): a new order's row. */
+export interface NewOrderUnit {
+  orderId: string
+  productId: string
+  round: number
+  userId: string
+  unitNo: number
+  priceCents: number
+}
+
 export interface SaleRow {
   round: number
   stock_total: number
@@ -104,15 +114,7 @@ export class CheckoutTx {
    * cover the price throws RefusedError(INSUFFICIENT_FUNDS): the transaction rolls back, so the
    * order, the charge and the `sold` unit taken before it are all undone.
    */
-  async confirm(o: {
-    orderId: string
-    productId: string
-    round: number
-    userId: string
-    unitNo: number
-    priceCents: number
-    strategy: string
-  }): Promise<void> {
+  async confirm(o: NewOrderUnit & { strategy: string }): Promise<void> {
     await this.c.query(
       `INSERT INTO orders (order_id, product_id, round, user_id, unit_no, price_cents, status, strategy, reserved_at)
        VALUES ($1, $2, $3, $4, $5, $6, 'confirmed', $7, now())`,

@@ -5,6 +5,7 @@ import { productOfOrder } from '../domain/ids.js'
 import { type OrderStatus, REFUNDABLE_STATUSES } from '../domain/order-states.js'
 import { saleKeys } from '../redis/keys.js'
 import type { SaleStore } from '../sale/sale-store.js'
+import type { NewOrderUnit } from './order-store.js'
 import type { PendingReturn, UnitReturns } from './unit-returns.js'
 import { type ChargeResult, chargeOnce, type Queryable, refundOnce } from './wallets.js'
 
@@ -282,17 +283,7 @@ export class OrderPayments {
  * order is written reserved until now() + hold_seconds (PostgreSQL's clock, the one pay and the
  * sweeper compare with), not charged. Undefined, and nothing written, if the sale is instant.
  */
-export async function reserveHeldOrder(
-  c: Queryable,
-  o: {
-    orderId: string
-    productId: string
-    round: number
-    userId: string
-    unitNo: number
-    priceCents: number
-  },
-): Promise<Date | undefined> {
+export async function reserveHeldOrder(c: Queryable, o: NewOrderUnit): Promise<Date | undefined> {
   const r = await c.query<{ pay_by: Date }>(
     `INSERT INTO orders (order_id, product_id, round, user_id, unit_no, price_cents, status, strategy, reserved_at, pay_by)
      SELECT $1, $2, $3, $4, $5, $6, 'reserved', 'redlock', now(), now() + make_interval(secs => s.hold_seconds)

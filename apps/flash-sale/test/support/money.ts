@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process'
 import pg from 'pg'
+import type { SaleCounts } from '../../src/sale/sale-admin.js'
 import { serviceCliPath } from './stack-fixture.js'
 
 /** Minimal view of a local stack these helpers need. */
@@ -25,16 +26,8 @@ export async function getWallet(stack: Reachable, userId: string | number) {
   return (await res.json()) as { user_id: string; balance: number; charged: number; charges: number }
 }
 
-export interface AdminSaleCounts {
-  stock_total: number
-  reserved: number
-  remaining: number
-  persisted: number
-  pending: number
-  failed: number
-  returned: number
-  returns_pending: number
-}
+/** GET /admin/sales/:id, as the service builds it. */
+export type AdminSaleCounts = SaleCounts
 
 export async function adminSale(stack: Reachable, productId: string): Promise<AdminSaleCounts> {
   const res = await fetch(`${stack.url}/admin/sales/${productId}`, {
