@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { KunciError, type RedisLock } from 'kunci'
 import { type Db, inTransaction } from '../db/database.js'
-import { type EndedOrder, endHeldOrders } from './payments.js'
+import { type EndedOrder, endOrders } from './payments.js'
 import type { UnitReturns } from './unit-returns.js'
 
 /** The sweeper's schedule and lock. Keep the `@defaultValue` tags in step with DEFAULT_HOLD_SWEEPER. */
@@ -85,7 +85,7 @@ export async function expireDue(
        ORDER BY o.pay_by LIMIT $2 FOR UPDATE OF o SKIP LOCKED`,
       [o.productId, o.batchSize],
     )
-    return endHeldOrders(
+    return endOrders(
       c,
       due.rows.map((r) => r.order_id),
       'expired',

@@ -62,35 +62,42 @@ interface OrderRow {
   ended_at: Date | null
   past_due: boolean
   charged_at: Date | null
-  refunded_at: Date | null
 }
 
 // past_due: pay_by has passed, or the sale was reset since (a new round: the held unit went with
 // the old one), so the order can only expire.
-const ORDER_ROW = `SELECT o.order_id, o.product_id, o.user_id, o.round, o.status, o.price_cents, o.ended_at,
+const LOCK_ORDER = `SELECT o.order_id, o.product_id, o.user_id, o.round, o.status, o.price_cents, o.ended_at,
     (o.pay_by IS NOT NULL AND now() >= o.pay_by OR s.round IS DISTINCT FROM o.round) AS past_due,
-    p.created_at AS charged_at, rf.created_at AS refunded_at
+    p.created_at AS charged_at
   FROM orders o LEFT JOIN payments p ON p.order_id = o.order_id
-    LEFT JOIN refunds rf ON rf.order_id = o.order_id
     LEFT JOIN sales s ON s.product_id = o.product_id
-  WHERE o.order_id = $1`
+  WHERE o.order_id = $1 FOR UPDATE OF o`
+
+/** What each ending may end: a held order is cancelled or expires, a paid one is refunded. */
+const ENDS_FROM = {
+  cancelled: ['reserved'],
+  expired: ['reserved'],
+  refunded: ['confirmed', 'paid'],
+} as const satisfies Record<string, readonly OrderStatus[]>
 
 /**
- * Ends held orders (status 'reserved' only; others are left as they are) as `cancelled` or
- * `expired`, in the caller's transaction: ended_at, unit_return 'pending', and the sale's `sold`
- * lowered for those of its current round (an old round's unit went with the reset). Returns the
- * orders that ended now; the caller gives their units back after the commit.
+ * Ends orders as `cancelled` or `expired` (held orders: status 'reserved') or `refunded` (paid
+ * orders: 'confirmed' or 'paid'), in the caller's transaction; others are left as they are:
+ * ended_at, unit_return 'pending', and the sale's `sold` lowered for those of its current round
+ * (an old round's unit went with the reset; return-units.lua then answers "stale" and nothing
+ * comes back). Returns the orders that ended now; the caller gives their units back after the
+ * commit.
  */
-export async function endHeldOrders(
+export async function endOrders(
   c: Queryable,
   orderIds: readonly string[],
-  status: 'cancelled' | 'expired',
+  status: keyof typeof ENDS_FROM,
 ): Promise<EndedOrder[]> {
   if (orderIds.length === 0) return []
   const r = await c.query<{ order_id: string; product_id: string; user_id: string; round: number }>(
     `WITH ended AS (
        UPDATE orders SET status = $2, ended_at = now(), unit_return = 'pending'
-       WHERE order_id = ANY($1) AND status = 'reserved'
+       WHERE order_id = ANY($1) AND status = ANY($3)
        RETURNING order_id, product_id, user_id, round
      ), released AS (
        UPDATE sales s SET sold = s.sold - n.c, updated_at = now()
@@ -98,7 +105,7 @@ export async function endHeldOrders(
        WHERE s.product_id = n.product_id AND s.round = n.round
      )
      SELECT order_id, product_id, user_id, round FROM ended ORDER BY order_id`,
-    [[...orderIds], status],
+    [[...orderIds], status, ENDS_FROM[status]],
   )
   return r.rows.map((row) => ({
     orderId: row.order_id,
@@ -108,23 +115,6 @@ export async function endHeldOrders(
     reason: status,
   }))
 }
-
-/**
- * Ends a paid order as refunded, in the refund's transaction: unit_return 'pending' and the sale's
- * `sold` lowered if the order is of its current round (an old round's unit went with the reset;
- * return-units.lua then answers "stale" and nothing comes back). ended_at stays the time it was
- * paid; the refund's own time is refunds.created_at.
- */
-const END_REFUNDED = `WITH ended AS (
-    UPDATE orders SET status = 'refunded', unit_return = 'pending'
-    WHERE order_id = $1 AND status IN ('confirmed', 'paid')
-    RETURNING order_id, product_id, user_id, round
-  ), released AS (
-    UPDATE sales s SET sold = s.sold - 1, updated_at = now()
-    FROM ended WHERE s.product_id = ended.product_id AND s.round = ended.round
-  )
-  SELECT ended.order_id, ended.product_id, ended.user_id, ended.round, rf.created_at AS refunded_at
-  FROM ended JOIN refunds rf USING (order_id)`
 
 /** set-status.lua (also the AMQP consumer's): the order's status in Redis, if Redis still has it. */
 const SET_STATUS = Script.fromFile(new URL('./scripts/set-status.lua', import.meta.url))
@@ -159,7 +149,7 @@ export class OrderPayments {
       if (row.user_id !== userId) return notYours(orderId)
       if (row.status === 'paid' || row.status === 'confirmed') return { ok: true, order: view(row) }
       if (row.status === 'reserved' && row.past_due) {
-        ended.push(...(await endHeldOrders(c, [orderId], 'expired')))
+        ended.push(...(await endOrders(c, [orderId], 'expired')))
         return notPayable(orderId, 'expired')
       }
       if (row.status !== 'reserved') return notPayable(orderId, row.status)
@@ -193,15 +183,11 @@ export class OrderPayments {
       if (row.status === 'cancelled') return { ok: true, order: view(row) }
       const expire = row.status === 'reserved' && row.past_due
       if (row.status !== 'reserved' || expire) {
-        if (expire) ended.push(...(await endHeldOrders(c, [orderId], 'expired')))
+        if (expire) ended.push(...(await endOrders(c, [orderId], 'expired')))
         return notPayable(orderId, expire ? 'expired' : row.status, 'cancelled')
       }
-      const now = await endHeldOrders(c, [orderId], 'cancelled')
-      ended.push(...now)
-      const at = await c.query<{ ended_at: Date }>('SELECT ended_at FROM orders WHERE order_id = $1', [
-        orderId,
-      ])
-      return { ok: true, order: view({ ...row, status: 'cancelled', ended_at: at.rows[0]!.ended_at }) }
+      ended.push(...(await endOrders(c, [orderId], 'cancelled')))
+      return { ok: true, order: view({ ...row, status: 'cancelled', ended_at: await endedAt(c, orderId) }) }
     })
     await this.#afterCommit(ended)
     return result
@@ -223,16 +209,9 @@ export class OrderPayments {
       if (!REFUNDABLE_STATUSES.has(row.status)) return notRefundable(orderId, row.status)
       if ((await refundOnce(c, orderId)) === 'not_charged')
         return notRefundable(orderId, row.status, 'has no payment to give back')
-      const r = await c.query<{
-        order_id: string
-        product_id: string
-        user_id: string
-        round: number
-        refunded_at: Date
-      }>(END_REFUNDED, [orderId])
-      const e = r.rows[0]!
-      ended.push({ orderId, productId: e.product_id, userId: e.user_id, round: e.round, reason: 'refunded' })
-      return { ok: true, order: view({ ...row, status: 'refunded', refunded_at: e.refunded_at }) }
+      ended.push(...(await endOrders(c, [orderId], 'refunded')))
+      const at = await endedAt(c, orderId)
+      return { ok: true, order: view({ ...row, status: 'refunded', ended_at: at }) }
     })
     await this.#afterCommit(ended)
     return result
@@ -319,13 +298,16 @@ async function lockOrder(c: pg.PoolClient, orderId: string): Promise<OrderRow | 
   // A service instance stalled in the middle of a pay holds the order's row (and maybe the
   // sale's): PostgreSQL ends the session after 10 s idle in the transaction, and rolls it back.
   await c.query(`SELECT set_config('idle_in_transaction_session_timeout', '10000', true)`)
-  // The lock first, then the read, in two statements: a statement that waited for the lock sees
-  // the locked row as the holder left it, but the rows it joins (the payment, the refund the
-  // holder wrote) as they were when it started, so a refund repeated while the first one ran
-  // answered without its refunded_at. A new statement after the lock sees everything committed.
-  const locked = await c.query('SELECT 1 FROM orders WHERE order_id = $1 FOR UPDATE', [orderId])
-  if ((locked.rowCount ?? 0) === 0) return undefined
-  return (await c.query<OrderRow>(ORDER_ROW, [orderId])).rows[0]
+  // A statement that waited for the lock sees the locked order as its holder left it, but the rows
+  // it joins as they were when it started: what an answer needs after a concurrent change is
+  // therefore on the order itself (a refund's time is its ended_at, see view()), not in a join.
+  return (await c.query<OrderRow>(LOCK_ORDER, [orderId])).rows[0]
+}
+
+/** The ended_at the transaction just wrote (now(): the same for every statement of it). */
+async function endedAt(c: Queryable, orderId: string): Promise<Date> {
+  const r = await c.query<{ ended_at: Date }>('SELECT ended_at FROM orders WHERE order_id = $1', [orderId])
+  return r.rows[0]!.ended_at
 }
 
 const cents = (c: string | number) => (Number(c) / 100).toFixed(2)
@@ -343,12 +325,9 @@ function view(row: OrderRow): HeldOrderView {
   if (row.status === 'confirmed' && row.charged_at) return { ...base, paid_at: row.charged_at.toISOString() }
   if (row.status === 'cancelled' && at) return { ...base, cancelled_at: at }
   if (row.status === 'expired' && at) return { ...base, expired_at: at }
-  if (row.status === 'refunded') {
-    return {
-      ...base,
-      ...(row.charged_at && { paid_at: row.charged_at.toISOString() }),
-      ...(row.refunded_at && { refunded_at: row.refunded_at.toISOString() }),
-    }
+  // Refunded in one transaction with its refunds row: ended_at is that row's created_at (now()).
+  if (row.status === 'refunded' && at) {
+    return { ...base, ...(row.charged_at && { paid_at: row.charged_at.toISOString() }), refunded_at: at }
   }
   return base
 }
