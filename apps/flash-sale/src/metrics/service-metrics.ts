@@ -44,7 +44,7 @@ export function createServiceMetrics(registry: Registry) {
     }),
     replicaAcks: new Counter({
       name: 'flash_sale_replica_acks_total',
-      help: 'Reservations by how their replica confirmation ended: acked (200), or timeout, no_replica, error (202 pending)',
+      help: 'Replica confirmations by how they ended: acked (a replica holds the writes: 200), alone (the Cluster majority shows no replica that could be promoted), or timeout, no_replica, error (not shown: 202 pending)',
       labelNames: ['outcome'] as const,
       registers,
     }),
@@ -91,13 +91,19 @@ export function createServiceMetrics(registry: Registry) {
     /** Worker side. */
     streamPending: new Gauge({
       name: 'flash_sale_stream_pending',
-      help: 'Order events delivered to a worker and not yet acknowledged (XPENDING)',
+      help: 'Order events not settled yet: delivered to a worker and not acknowledged, or not delivered (counted from the entries)',
       labelNames: ['product_id'] as const,
       registers,
     }),
     streamLag: new Gauge({
       name: 'flash_sale_stream_lag',
       help: 'Order events in the stream not yet delivered to the worker group',
+      labelNames: ['product_id'] as const,
+      registers,
+    }),
+    unconfirmedReads: new Counter({
+      name: 'flash_sale_worker_unconfirmed_reads_total',
+      help: 'Batches the worker read and held back because no replica was shown to hold them and the master was not shown alone (a partition): they are persisted once it is shown, or never if a failover drops them',
       labelNames: ['product_id'] as const,
       registers,
     }),
@@ -150,7 +156,7 @@ export function createServiceMetrics(registry: Registry) {
     }),
     drift: new Gauge({
       name: 'flash_sale_reconcile_drift',
-      help: 'Units unaccounted for once the queue is drained: stock − sold − remaining − returns pending − dead letters (should be 0)',
+      help: 'Units per sale that neither SQL nor Redis accounts for: stock − sold − remaining − returns pending − dead letters − order events not yet in SQL (counted from the stream entries and order ids, never from lag), continuously; 0 when the books hold',
       labelNames: ['product_id'] as const,
       registers,
     }),
@@ -190,7 +196,8 @@ export function createServiceMetrics(registry: Registry) {
     waitingRoom: createWaitingRoomMetrics(registry),
   }
   for (const reason of ['inflight', 'eventLoopDelay']) metrics.shed.inc({ reason }, 0)
-  for (const outcome of ['acked', 'timeout', 'no_replica', 'error']) metrics.replicaAcks.inc({ outcome }, 0)
+  for (const outcome of ['acked', 'alone', 'timeout', 'no_replica', 'error'])
+    metrics.replicaAcks.inc({ outcome }, 0)
   for (const code of ['SOLD_OUT', 'ALREADY_PURCHASED', 'SALE_ENDED']) metrics.localAnswers.inc({ code }, 0)
   for (const kind of ['sold-out', 'epoch']) metrics.saleNotifications.inc({ kind }, 0)
   for (const outcome of ['swept', 'busy', 'fenced_out', 'unavailable', 'error'])
@@ -205,6 +212,7 @@ export function initSaleSeries(metrics: ServiceMetrics, productId: string): void
   const product_id = productId
   metrics.ordersPersisted.inc({ product_id }, 0)
   metrics.deadLetters.inc({ product_id }, 0)
+  metrics.unconfirmedReads.inc({ product_id }, 0)
   for (const reason of ['stale_round', 'sold_out_in_sql', 'duplicate_unit', 'INSUFFICIENT_FUNDS']) {
     metrics.ordersFailed.inc({ product_id, reason }, 0)
   }

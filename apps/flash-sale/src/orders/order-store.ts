@@ -659,6 +659,16 @@ export class OrderStore {
     return r.rows.map((row) => row.order_id)
   }
 
+  /** How many of these orders SQL holds, in any status (the books: an unsettled event already persisted). */
+  async countExisting(orderIds: readonly string[]): Promise<number> {
+    if (orderIds.length === 0) return 0
+    const r = await this.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM orders WHERE order_id = ANY($1)',
+      [orderIds],
+    )
+    return r.rows[0]?.n ?? 0
+  }
+
   /** Wallets below zero (flash_sale_wallet_balance_negative; never above 0 while the CHECK holds). */
   async negativeWallets(): Promise<number> {
     const r = await this.db.query<{ n: number }>(

@@ -2,8 +2,8 @@ import type { RedisClient } from '../redis/connect.js'
 import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { saleCounts } from '../sale/sale-admin.js'
 import type { SaleStore } from '../sale/sale-store.js'
+import { type UnitBooks, unitBooks } from './books.js'
 import type { OrderStore } from './order-store.js'
-import { groupBacklog } from './sale-gauges.js'
 
 export interface SaleReconciliation {
   product_id: string
@@ -33,8 +33,10 @@ export interface SaleReconciliation {
 
 /**
  * Compares Redis with SQL for every sale and checks the books the service promises (issue 16):
- * - units: stock_total = sold + remaining + returns still pending (+ dead letters, whose units
- *   wait for an operator), Redis and SQL agreeing once the queue is drained; sales.returned =
+ * - units: stock_total = sold + remaining + returns still pending + dead letters (their units
+ *   wait for an operator) + order events not yet in SQL, each counted from what is there (the
+ *   stream's entries and the orders' ids: books.ts), also while the queue is not drained; never
+ *   from XINFO's lag, which a failover can leave stale (issue 20); sales.returned =
  *   the orders whose return is done this round = the orders Redis's returned hash holds;
  * - orders: never more holding a unit than stock, SQL's `sold` equal to them, no user beyond the
  *   per-user limit;
@@ -56,14 +58,21 @@ export async function reconcile(
   for (const sale of await orders.sales()) {
     const p = sale.product_id
     const stock = store ? await store.stockView(p) : { remaining: undefined, deadLettered: 0 }
-    const backlog = redis
-      ? await groupBacklog(redis, p, group).catch(() => ({ pending: 0, lag: 0 }))
-      : { pending: 0, lag: 0 }
+    // Read from the entries and ids (books.ts), never from XINFO's lag; Redis first, then SQL.
+    let units: UnitBooks | undefined
+    let unitsUnread: string | undefined
+    if (redis && stock.remaining !== undefined) {
+      units = await unitBooks(redis, orders, p, group).catch((err: Error) => {
+        unitsUnread = err.message
+        return undefined
+      })
+      unitsUnread ??= units === undefined ? 'too many unsettled order events to list' : undefined
+    }
     const counts = (await saleCounts(orders, p, stock))!
     const sql = (await orders.saleCounts(p))!
     const m = await orders.money(p, counts.round, sale.per_user_limit)
     const problems: string[] = []
-    const inQueue = backlog.pending + backlog.lag
+    const inQueue = units?.inQueue ?? 0
     if (counts.persisted > counts.stock_total)
       problems.push(`oversold: ${counts.persisted} orders hold a unit > stock ${counts.stock_total}`)
     if (m.payments !== m.payable) problems.push(`${m.payments} payments for ${m.payable} confirmed orders`)
@@ -87,27 +96,17 @@ export async function reconcile(
         `${books.driftCount} wallet(s) with balance ≠ funded − charged + refunded: ${books.drifting.join('; ')}`,
       )
     if (books.negative > 0) problems.push(`${books.negative} wallet(s) below zero`)
-    if (stock.remaining !== undefined && inQueue === 0) {
-      // A pending return may already be in Redis (the worker died, or is about to mark it done,
-      // after Redis took the unit back): only those Redis does not hold yet are out of the stock.
-      let notInRedis = sql.returns_pending
-      let inRedis: number | undefined
-      if (redis) {
-        const k = saleKeys(p)
-        inRedis = await redis.hlen(k.returned)
-        const pending = sql.returns_pending > 0 ? await orders.pendingReturnIds(p, counts.round) : []
-        if (pending.length > 0) {
-          const held = await redis.hmget(k.returned, ...pending)
-          notInRedis = held.filter((v) => v === null).length
-        }
-      }
-      const accounted = sale.sold + stock.remaining + notInRedis + stock.deadLettered
-      if (accounted !== counts.stock_total)
-        problems.push(
-          `drift: stock ${counts.stock_total} ≠ sold ${sale.sold} + remaining in Redis ${stock.remaining} + returns pending ${notInRedis}` +
-            (stock.deadLettered ? ` + dead letters ${stock.deadLettered}` : ''),
-        )
-      if (inRedis !== undefined && (inRedis < sql.returned || inRedis > sql.returned + sql.returns_pending))
+    if (unitsUnread !== undefined) problems.push(`units not checked: ${unitsUnread}`)
+    if (units !== undefined && units.drift !== 0)
+      problems.push(
+        `drift: stock ${units.stockTotal} ≠ sold ${units.sold} + remaining in Redis ${units.remaining} + returns pending ${units.returnsNotInRedis}` +
+          (units.deadLettered ? ` + dead letters ${units.deadLettered}` : '') +
+          (units.inQueue ? ` + order events not yet in SQL ${units.inQueue}` : '') +
+          ` (${units.drift > 0 ? `${units.drift} unit(s) missing` : `${-units.drift} unit(s) too many`})`,
+      )
+    if (redis && stock.remaining !== undefined) {
+      const inRedis = await redis.hlen(saleKeys(p).returned)
+      if (inRedis < sql.returned || inRedis > sql.returned + sql.returns_pending)
         problems.push(
           `returned: Redis holds ${inRedis} returned unit(s), SQL ${sql.returned} done and ${sql.returns_pending} pending`,
         )

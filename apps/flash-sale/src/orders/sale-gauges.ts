@@ -1,31 +1,19 @@
 import { initSaleSeries, type ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
-import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
-import { saleCounts } from '../sale/sale-admin.js'
+import { WORKER_GROUP } from '../redis/keys.js'
 import type { SaleStore } from '../sale/sale-store.js'
+import { readRedisBooks, unitBooks } from './books.js'
 import type { OrderStore } from './order-store.js'
 
-/** XINFO GROUPS → the group's pending and lag (Redis ≥ 7.0 reports lag). */
-export async function groupBacklog(redis: RedisClient, productId: string, group = WORKER_GROUP) {
-  const groups = (await redis.xinfo('GROUPS', saleKeys(productId).orders)) as unknown[][]
-  for (const g of groups) {
-    const f = new Map<string, unknown>()
-    for (let i = 0; i + 1 < g.length; i += 2) f.set(String(g[i]), g[i + 1])
-    if (f.get('name') === group) {
-      const lag = f.get('lag')
-      return {
-        pending: Number(f.get('pending') ?? 0),
-        lag: lag === null || lag === undefined ? 0 : Number(lag),
-      }
-    }
-  }
-  return { pending: 0, lag: 0 }
-}
+/** The last drift reading per sale: a value is exported once two readings in a row agree. */
+const lastDrift = new Map<string, number>()
 
 /**
- * The worker's periodic view of each sale: stream pending and lag, stock remaining, and the drift
- * between Redis and SQL once the queue is drained (stock − sold − remaining − returns pending −
- * dead letters; 0 when sound), and the wallets below zero.
+ * The worker's periodic view of each sale: unsettled order events (pending in a consumer or not
+ * delivered, counted from the entries), XINFO's lag (shown, never trusted), stock remaining, and
+ * the books' drift in units (books.ts), continuously, not only once the queue is drained. A
+ * reservation persisted between the Redis and the SQL reading shows as +1 in that reading only:
+ * the gauge moves when two readings in a row agree. And the wallets below zero.
  */
 export async function updateSaleGauges(
   redis: RedisClient,
@@ -37,19 +25,16 @@ export async function updateSaleGauges(
 ): Promise<void> {
   for (const productId of await store.saleIds()) {
     initSaleSeries(metrics, productId)
-    const backlog = await groupBacklog(redis, productId, group)
-    metrics.streamPending.set({ product_id: productId }, backlog.pending)
-    metrics.streamLag.set({ product_id: productId }, backlog.lag)
-    const stock = await store.stockView(productId)
-    if (stock.remaining !== undefined) metrics.stockRemaining.set({ product_id: productId }, stock.remaining)
-    if (backlog.pending === 0 && backlog.lag === 0) {
-      const counts = await saleCounts(orders, productId, stock)
-      // reconcile's unit check: stock_total − (sold + remaining + returns pending + dead letters).
-      if (counts)
-        metrics.drift.set(
-          { product_id: productId },
-          counts.reserved - counts.persisted - counts.returns_pending - stock.deadLettered,
-        )
+    const r = await readRedisBooks(redis, productId, group)
+    metrics.streamPending.set({ product_id: productId }, r.unsettled.length)
+    if (r.lag !== undefined) metrics.streamLag.set({ product_id: productId }, r.lag)
+    if (r.remaining !== undefined) metrics.stockRemaining.set({ product_id: productId }, r.remaining)
+    const units = await unitBooks(redis, orders, productId, group)
+    if (units !== undefined) {
+      if (lastDrift.get(productId) === units.drift) {
+        metrics.drift.set({ product_id: productId }, units.drift)
+      }
+      lastDrift.set(productId, units.drift)
     }
   }
   // No wallet below zero (the CHECK forbids it; the gauge says it is so).

@@ -8,7 +8,7 @@ import type { RedisClient } from '../redis/connect.js'
 import { refreshSlots } from '../redis/connect.js'
 import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { isRedirect, isRedisOutage } from '../redis/redis-errors.js'
-import type { ReplicaAcks } from '../redis/replica-acks.js'
+import { isDurable, type ReplicaAcks } from '../redis/replica-acks.js'
 import { type MalformedEventError, type OrderEvent, parseOrderEvent } from './order-event.js'
 
 const SETTLE = Script.fromFile(new URL('./scripts/settle.lua', import.meta.url))
@@ -72,8 +72,10 @@ export interface StreamConsumerOptions {
   /** Consumer group. @defaultValue WORKER_GROUP */
   group?: string
   /**
-   * Best effort: a batch read is handed on once a replica holds its events (or at once if the
-   * sale's master has no replica), so a failover cannot un-reserve a unit SQL already sold.
+   * A batch read is handed on only once a replica holds its events, or once the Cluster's
+   * majority shows the sale's master alone (no replica that a failover could promote without
+   * them): a failover cannot un-reserve a unit SQL already sold (issue 20). Otherwise the batch
+   * stays pending in the group and is read again; if a failover drops it, it is never persisted.
    */
   acks?: ReplicaAcks
   onError?: (err: unknown) => void
@@ -168,6 +170,8 @@ export class StreamConsumer {
     const k = saleKeys(productId)
     // Our own pending events: a retry after an outage or a failed settle.
     const own = await this.#read(productId, '0')
+    // Held back (not shown durable): nothing more is read for this sale until it is.
+    if (own === undefined) return 0
     if (own.length > 0) return this.#process(productId, own, false)
     const now = Date.now()
     if (now - (this.#lastClaim.get(productId) ?? 0) >= this.#o.claimIdleMs / 2) {
@@ -182,13 +186,16 @@ export class StreamConsumer {
         this.#o.batchSize,
       )) as [string, (Entry | null)[], string[]?]
       const claimed = (reply[1] ?? []).filter((e): e is Entry => Array.isArray(e))
+      // A dead consumer's events are no more durable than they were when it read them.
+      if (claimed.length > 0 && !(await this.#durable(productId))) return 0
       if (claimed.length > 0) return this.#process(productId, claimed, true)
     }
     const fresh = await this.#read(productId, '>')
-    return fresh.length > 0 ? this.#process(productId, fresh, false) : 0
+    return fresh !== undefined && fresh.length > 0 ? this.#process(productId, fresh, false) : 0
   }
 
-  async #read(productId: string, from: '0' | '>'): Promise<Entry[]> {
+  /** The live entries read, or undefined when they could not be shown durable (held back). */
+  async #read(productId: string, from: '0' | '>'): Promise<Entry[] | undefined> {
     const k = saleKeys(productId)
     let reply: [string, Entry[]][] | null
     try {
@@ -212,9 +219,21 @@ export class StreamConsumer {
     if (gone.length > 0) await this.#o.redis.xack(k.orders, this.#o.group, ...gone)
     const live = entries.filter((e) => e[1] !== null)
     // The confirmation round runs on a connection of its own (redis/replica-acks.ts): a master
-    // without a replica costs nothing, a slow one delays only this batch.
-    if (live.length > 0) await this.#o.acks?.confirm(k.ackMark)
+    // without a replica costs nothing, a slow one delays only this batch. A master that got no
+    // acknowledgement and is not shown alone may be cut off from its replica and about to be
+    // deposed: what it alone holds is not handed to SQL. The events stay pending in the group
+    // (this consumer reads them again first) until a replica holds them or the Cluster shows the
+    // master alone; a failover that drops them drops them from the group too.
+    if (live.length > 0 && !(await this.#durable(productId))) return undefined
     return live
+  }
+
+  /** Are the events read on the sale's master shown durable (acked, or the master alone)? */
+  async #durable(productId: string): Promise<boolean> {
+    if (!this.#o.acks) return true
+    if (isDurable(await this.#o.acks.confirmOutcome(saleKeys(productId).ackMark))) return true
+    this.#o.metrics?.unconfirmedReads.inc({ product_id: productId })
+    return false
   }
 
   async #deliveries(stream: string, ids: string[]): Promise<Map<string, number>> {

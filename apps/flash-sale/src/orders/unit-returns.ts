@@ -1,7 +1,7 @@
 import type { Db } from '../db/database.js'
 import type { ReturnReason } from '../domain/order-states.js'
 import { saleKeys } from '../redis/keys.js'
-import type { ReplicaAcks } from '../redis/replica-acks.js'
+import { isDurable, type ReplicaAcks } from '../redis/replica-acks.js'
 import type { SaleStore, UnitReturn } from '../sale/sale-store.js'
 
 export interface UnitReturnsOptions {
@@ -42,14 +42,11 @@ export class UnitReturns {
     for (const [round, list] of groupBy(orders, (o) => o.round)) {
       const reply = await store.returnUnits(productId, round, list)
       // Only once a replica holds the return (when one should): otherwise it stays pending and is
-      // run again, which returns it on the promoted master if the failover lost it. A master
-      // known to have no replica (promoted, its old master gone) is the only copy there is: the
-      // return is done there, or it would stay pending until a replica came back while the unit
-      // is already on sale (and reconcile could not tell the two apart).
-      if (acks) {
-        const outcome = await acks.confirmOutcome(saleKeys(productId).ackMark)
-        if (outcome !== 'acked' && outcome !== 'no_replica') continue
-      }
+      // run again, which returns it on the promoted master if the failover lost it. A master the
+      // Cluster's majority shows alone (promoted, its old master failed) is the only copy there
+      // is: the return is done there. A master that merely got no acknowledgement may be cut off
+      // from its replica and about to be deposed (issue 20): the return stays pending.
+      if (acks && !isDurable(await acks.confirmOutcome(saleKeys(productId).ackMark))) continue
       for (const [i, o] of list.entries()) {
         const outcome = reply.outcomes[i]
         done.push(o.orderId)

@@ -1,6 +1,7 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis'
 import { keySlot } from 'kunci'
 import type { HostPort, ServiceConfig } from '../config.js'
+import { ClusterAlone, StandaloneAlone } from './cluster-alone.js'
 import type { AckRoute } from './replica-acks.js'
 
 export type RedisClient = Redis | Cluster
@@ -103,16 +104,23 @@ export function ackRoute(client: RedisClient, config: RedisAccess): AckRoute {
   // A dead node's connection errors until the round gives up on it; the round reports it.
   const quiet = (conn: Redis) => conn.on('error', () => {})
   if (!(client instanceof Cluster)) {
-    return { nodeOf: () => 'standalone', connect: () => quiet(client.duplicate(options)) }
+    return {
+      nodeOf: () => 'standalone',
+      connect: () => quiet(client.duplicate(options)),
+      alone: new StandaloneAlone(),
+    }
+  }
+  const connect = (node: string) => {
+    const colon = node.lastIndexOf(':')
+    return quiet(new Redis({ ...options, host: node.slice(0, colon), port: Number(node.slice(colon + 1)) }))
   }
   return {
     // ioredis keeps the slot table public (`slots[slot]` = [master, ...replicas] as host:port) and
     // updates it when it follows a MOVED, so this is where the reservation was just served.
     nodeOf: (key) => client.slots[keySlot(key)]?.[0],
-    connect: (node) => {
-      const colon = node.lastIndexOf(':')
-      return quiet(new Redis({ ...options, host: node.slice(0, colon), port: Number(node.slice(colon + 1)) }))
-    },
+    connect,
+    // The other masters are asked at the addresses they announce (cluster-announce-ip).
+    alone: new ClusterAlone({ connect }),
   }
 }
 

@@ -18,9 +18,16 @@ const OUTAGE_REPLIES =
  * crowd produced as HTTP 500 (issue 13): a command bounced between the dead master's connection
  * (Connection is closed → retried after retryDelayOnFailover) and MOVED replies until
  * maxRedirections ran out.
+ *
+ * "All keys in the pipeline should belong to the same slots allocation group": ioredis builds an
+ * auto-pipeline per node and checks it again when it sends it; if the slot table changed in
+ * between (a failover, a partition healing) the keys now live on two nodes and ioredis refuses
+ * the whole pipeline before sending anything (built/Pipeline.js). Nothing ran, so nothing is lost
+ * or repeated: the callers (the worker's reads, settles, gauges) fail and go round again once the
+ * table is current (issue 20 saw it 16–21 times per run in the worker's log).
  */
 const CLIENT_OUTAGES =
-  /Connection is closed|Cluster isn't ready|Cluster is disconnect|Node is disconnected|Stream isn't writeable|Failed to refresh slots cache|None of startup nodes is available|Too many Cluster redirections|Command timed out|Socket timeout|connect ETIMEDOUT|Ready check failed|Reached the max retries per request limit/
+  /All keys in the pipeline should belong to the same slots allocation group|Connection is closed|Cluster isn't ready|Cluster is disconnect|Node is disconnected|Stream isn't writeable|Failed to refresh slots cache|None of startup nodes is available|Too many Cluster redirections|Command timed out|Socket timeout|connect ETIMEDOUT|Ready check failed|Reached the max retries per request limit/
 
 const SOCKET_CODES =
   /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|ENOTCONN|ECONNABORTED)$/

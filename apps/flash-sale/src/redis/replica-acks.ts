@@ -1,11 +1,18 @@
 import type { Redis } from 'ioredis'
+import { keySlot } from 'kunci'
+import type { AloneCheck } from './cluster-alone.js'
 
 /** Where the writes to confirm were served, and a connection of our own to that node. */
 export interface AckRoute {
   /** The node (`host:port`) serving `key`'s slot as the sale client routes it now; undefined if unknown. */
   nodeOf(key: string): string | undefined
-  /** A new connection to `node`, used for nothing but the marker write and WAIT. */
+  /** A new connection to `node`, used for nothing but the marker write, WAIT and the alone check. */
   connect(node: string): Redis
+  /**
+   * Decides, from the Cluster's own view, whether a master whose WAIT got 0 acknowledgements is
+   * really alone (cluster-alone.ts). Without it no master is ever taken as alone.
+   */
+  alone?: AloneCheck
 }
 
 export interface ReplicaAcksOptions {
@@ -23,8 +30,26 @@ export interface ReplicaAcksOptions {
   onOutcome?: (outcome: AckOutcome) => void
 }
 
-/** acked: a replica holds the writes; timeout/error: it could not be shown; no_replica: not tried. */
-export type AckOutcome = 'acked' | 'timeout' | 'no_replica' | 'error'
+/**
+ * How a confirmation ended:
+ * - `acked`: a replica holds the writes;
+ * - `alone`: no replica holds them and none can be promoted without them: the Cluster's majority
+ *   sees this master healthy and each of its replicas failed (cluster-alone.ts). Its copy is the
+ *   only one there is, and no failover can take it back;
+ * - `no_replica`: the last round got 0 acknowledgements and the node could not be shown alone
+ *   (a master cut off from its replica looks the same as one whose replica is gone): answered at
+ *   once, not tried;
+ * - `timeout`/`error`: it could not be shown this time.
+ *
+ * Only `acked` and `alone` make a write durable for those who must not act on a copy that a
+ * failover can take back (the worker persisting to SQL, a unit's return marked done).
+ */
+export type AckOutcome = 'acked' | 'alone' | 'timeout' | 'no_replica' | 'error'
+
+/** Whether an outcome shows that the next failover cannot take the writes back. */
+export function isDurable(outcome: AckOutcome): boolean {
+  return outcome === 'acked' || outcome === 'alone'
+}
 
 interface NodeState {
   conn: Redis | undefined
@@ -34,11 +59,15 @@ interface NodeState {
   /** A key on this node's slot for the next round's marker write (the newest caller's). */
   marker: string
   noReplica: boolean
+  /** The last round got 0 acknowledgements and the Cluster's view showed the node alone. */
+  alone: boolean
   probedAt: number
 }
 
 /** How long past WAIT's own timeout a round may take before its connection is given up. */
 const ROUND_SLACK_MS = 500
+/** How long the alone check (CLUSTER NODES of the node and of the other masters) may take. */
+const ALONE_CHECK_MS = 1_000
 
 /**
  * Confirms that writes a master has already answered are held by a replica, without ever
@@ -60,8 +89,15 @@ const ROUND_SLACK_MS = 500
  *   slot, the marker is refused (MOVED) and the callers are answered unconfirmed: never a false
  *   "acked".
  * - **No replica, no wait.** A round that times out with 0 acknowledgements marks the node as
- *   having no replica (a promoted master whose old master is gone): until a probe round (every
- *   `probeIntervalMs`) sees a replica again, confirm() answers false at once.
+ *   short of replicas: until a probe round (every `probeIntervalMs`) sees a replica again,
+ *   confirm() answers false at once.
+ * - **Alone is decided by the Cluster, not by WAIT** (issue 20). A master cut off from its replica
+ *   by a partition gets 0 acknowledgements exactly like a promoted master whose old master is
+ *   dead, but the first is about to be deposed and the second is the only copy there is. After a
+ *   round with 0 acknowledgements the route's alone check (cluster-alone.ts) asks the node and the
+ *   other masters; only if the majority sees the node healthy and every replica of it failed is
+ *   the outcome `alone` (durable: no failover can take the writes back). Otherwise `no_replica`
+ *   or `timeout`: not durable, and those who persist or finish work from these writes wait.
  */
 export class ReplicaAcks {
   readonly #route: AckRoute
@@ -90,17 +126,25 @@ export class ReplicaAcks {
   }
 
   /**
-   * confirm(), telling how it ended: `no_replica` means the node is known to have no replica
-   * (a promoted master whose old master is gone), so its own copy is all there is; writes that
-   * must not be lost but cannot wait for a replica that does not exist (a unit's return) treat it
-   * as done. `timeout`/`error`: it could not be shown, try again.
+   * confirm(), telling how it ended (AckOutcome). `isDurable(outcome)` — `acked`, or `alone`
+   * (the Cluster's majority shows that no replica could be promoted without these writes) — is
+   * what the worker needs before persisting and a return before it counts as done; anything else
+   * could be taken back by the next failover: try again later.
    */
   confirmOutcome(markerKey: string): Promise<AckOutcome> {
     const node = this.#closed ? undefined : this.#route.nodeOf(markerKey)
     if (node === undefined) return this.#answer('error')
     let st = this.#nodes.get(node)
     if (st === undefined) {
-      st = { conn: undefined, inFlight: false, next: [], marker: markerKey, noReplica: false, probedAt: 0 }
+      st = {
+        conn: undefined,
+        inFlight: false,
+        next: [],
+        marker: markerKey,
+        noReplica: false,
+        alone: false,
+        probedAt: 0,
+      }
       this.#nodes.set(node, st)
     }
     if (st.noReplica) {
@@ -109,7 +153,7 @@ export class ReplicaAcks {
         st.marker = markerKey
         this.#send(node, st)
       }
-      return this.#answer('no_replica')
+      return this.#answer(st.alone ? 'alone' : 'no_replica')
     }
     st.marker = markerKey
     const wait = new Promise<AckOutcome>((resolve) => st.next.push(resolve))
@@ -147,42 +191,53 @@ export class ReplicaAcks {
         if (st.noReplica) {
           const waiting = st.next
           st.next = []
+          const now: AckOutcome = st.alone ? 'alone' : 'no_replica'
           for (const resolve of waiting) {
-            this.#onOutcome?.('no_replica')
-            resolve('no_replica')
+            this.#onOutcome?.(now)
+            resolve(now)
           }
         } else this.#send(node, st)
       }
     }
     // A node that went away leaves the round unanswered: give up on it and on its connection
     // (a new one is made for the next round; by then the slot has usually moved).
-    const timer = setTimeout(() => {
-      if (st.conn === conn) st.conn = undefined
-      conn.disconnect()
-      finish('error')
-    }, this.#timeoutMs + ROUND_SLACK_MS)
+    // The alone check (after a WAIT with 0 acknowledgements) is bounded by its own timeout.
+    const timer = setTimeout(
+      () => {
+        if (st.conn === conn) st.conn = undefined
+        conn.disconnect()
+        finish('error')
+      },
+      this.#timeoutMs + ROUND_SLACK_MS + ALONE_CHECK_MS,
+    )
+    const marker = st.marker
     conn
       .pipeline()
-      .set(st.marker, '1', 'PX', 60_000)
+      .set(marker, '1', 'PX', 60_000)
       .wait(this.#replicas, this.#timeoutMs)
       .exec()
       .then(
-        (results) => {
+        async (results) => {
           const [setErr] = results?.[0] ?? [new Error('no reply')]
           const [waitErr, acks] = results?.[1] ?? [new Error('no reply'), 0]
           if (setErr || waitErr) return finish('error')
           if (Number(acks) >= this.#replicas) {
             st.noReplica = false
+            st.alone = false
             return finish('acked')
           }
           if (Number(acks) === 0) {
+            // 0 acknowledgements: a replica gone, or one cut off. Only the Cluster's view tells.
+            st.alone = (await this.#route.alone?.isAlone(node, keySlot(marker), conn)) ?? false
             st.noReplica = true
             st.probedAt = Date.now()
+            return finish(st.alone ? 'alone' : 'timeout')
           }
           finish('timeout')
         },
         () => finish('error'),
       )
+      .catch(() => finish('error'))
   }
 
   /** Answers every caller waiting for a round (unconfirmed) and closes the connections. */
@@ -195,5 +250,6 @@ export class ReplicaAcks {
       st.conn = undefined
     }
     this.#nodes.clear()
+    this.#route.alone?.close()
   }
 }

@@ -1,5 +1,5 @@
 import underPressure from '@fastify/under-pressure'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { AppDeps } from '../app-deps.js'
 import { busy } from '../domain/refusals.js'
 import { sendError } from '../plugins/errors.js'
@@ -68,12 +68,14 @@ export async function checkoutRoutes(app: FastifyInstance, deps: AppDeps): Promi
             // error handler (5xx still go through it, to be logged).
             if (status >= 500) throw fromRefusal(result)
             if (result.retryAfterS !== undefined) reply.header('retry-after', String(result.retryAfterS))
+            stampServerTiming(reply, started)
             return reply.code(status).send(refusalBody(result))
           }
           if (result.remaining !== undefined)
             deps.metrics.stockRemaining.set({ product_id: productId }, result.remaining)
           status = result.status === 'pending' ? 202 : 200
           outcome = result.status
+          stampServerTiming(reply, started)
           return reply.code(status).send({
             order_id: result.orderId,
             status: result.status,
@@ -94,12 +96,20 @@ export async function checkoutRoutes(app: FastifyInstance, deps: AppDeps): Promi
         throw err
       } finally {
         const ms = performance.now() - started
-        // The time this instance spent on the request (W3C Server-Timing): a client that waited
-        // longer waited in queues before it (issue 13's tests check the deadline with it).
-        reply.header('server-timing', `app;dur=${ms.toFixed(1)}`)
+        // Errors (5xx, ApiError) are sent later by the error handler: the header goes with them.
+        if (!reply.sent) stampServerTiming(reply, started)
         deps.metrics.checkouts.inc({ strategy, outcome, status: String(status) })
         deps.metrics.checkoutDuration.observe({ strategy }, ms / 1_000)
       }
     },
   )
+}
+
+/**
+ * The time this instance spent on the request (W3C Server-Timing): a client that waited longer
+ * waited in queues before it (issue 13's tests check the deadline with it). Set before the reply
+ * is sent: a header set after send() is silently dropped (issue 20 found 200/202/409 without it).
+ */
+function stampServerTiming(reply: FastifyReply, started: number): void {
+  reply.header('server-timing', `app;dur=${(performance.now() - started).toFixed(1)}`)
 }

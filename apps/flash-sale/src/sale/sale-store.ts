@@ -5,7 +5,7 @@ import { ServiceError } from '../errors.js'
 import type { RedisClient } from '../redis/connect.js'
 import { SALES_REGISTRY_KEY, saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { isRedirect, isRedisOutage } from '../redis/redis-errors.js'
-import type { ReplicaAcks } from '../redis/replica-acks.js'
+import { isDurable, type ReplicaAcks } from '../redis/replica-acks.js'
 import { TimeoutError, withTimeout } from '../runtime-timeout.js'
 import type { StockView } from '../strategies/strategy.js'
 import type { SlotWatch } from './slot-watch.js'
@@ -60,6 +60,12 @@ export interface ReserveReply {
   replayed: boolean
   /** With replica acknowledgements: whether a replica was shown to hold the reservation. */
   replicated: boolean
+  /**
+   * With replica acknowledgements, for ALREADY_PURCHASED: whether the buyer record it comes from
+   * was shown durable (a replica holds it, or the master is alone: replica-acks.ts). A master cut
+   * off from its replica may name an order that the next failover drops (issue 20).
+   */
+  durable?: boolean
   /**
    * Hold sales: when a fresh reservation must be paid by (Redis server time of the reservation +
    * hold_seconds, ms since the epoch); the worker writes the same pay_by in SQL. Undefined for
@@ -355,13 +361,16 @@ export class SaleStore {
           replicated: false,
         }
         if (payByMs !== undefined && code === 'RESERVED' && !reply.replayed) reply.payByMs = payByMs
-        if (code === 'RESERVED' && this.#acks) reserved.push([item, reply])
+        // ALREADY_PURCHASED names the user's order from the buyer record: shown durable first too.
+        if ((code === 'RESERVED' || code === 'ALREADY_PURCHASED') && this.#acks) reserved.push([item, reply])
         else item.resolve(reply)
       }
     }
     if (reserved.length > 0) {
-      const replicated = await this.#acks!.confirm(k.ackMark)
-      for (const [item, reply] of reserved) item.resolve({ ...reply, replicated })
+      const outcome = await this.#acks!.confirmOutcome(k.ackMark)
+      const replicated = outcome === 'acked'
+      const durable = isDurable(outcome)
+      for (const [item, reply] of reserved) item.resolve({ ...reply, replicated, durable })
     }
     return true
   }

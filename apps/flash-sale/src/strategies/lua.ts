@@ -105,6 +105,13 @@ export class LuaStrategy implements CheckoutStrategy {
       else this.#roomGens.set(req.productId, reply.roomGen)
     }
     if (reply.code === 'ROOM_CHECK') return { ok: 'gate' }
+    // The order ALREADY_PURCHASED would name is on a master that may be cut off from its replica
+    // and about to be deposed: that order may not survive. The user retries in a second, when
+    // either a replica holds it or the promoted master answers from what it holds (issue 20).
+    if (reply.code === 'ALREADY_PURCHASED' && reply.durable === false && this.options.durability !== 'none')
+      return refused(
+        unavailable("the sale's Redis master cannot show yet that your earlier order is kept", 1),
+      )
     if (reply.code !== 'RESERVED') return refused(saleRefusal(reply.code, req.productId, reply.orderId))
     return {
       ok: true,
