@@ -1,7 +1,8 @@
 /**
  * redis/replica-acks.ts on a real 3+3 Cluster: one WAIT round in flight per master, shared by
  * every caller that arrives meanwhile, on a connection of its own; a master without a replica
- * answers "unconfirmed" at once; a replica that comes back is noticed by the next probe.
+ * answers "unconfirmed" at once, and "alone" once the Cluster's majority flags its replica failed;
+ * a replica that comes back is noticed by the next probe.
  */
 import { type RedisCluster, startCluster } from '@kunci/topology'
 import { Redis } from 'ioredis'
@@ -85,13 +86,27 @@ describe('ReplicaAcks', () => {
     expect(answers.every((a) => a === false)).toBe(true)
     // No caller waited for a WAIT that could not succeed.
     expect(ms).toBeLessThan(TIMEOUT_MS / 2)
-    expect(outcomes.at(-1)).toBe('no_replica')
+    // Not shown (no_replica) until the majority has flagged the dead replica failed, then alone.
+    expect(['no_replica', 'alone']).toContain(outcomes.at(-1))
     // The shared connection was never blocked: a read answers at once while probes run.
     const read = performance.now()
     await client.get(mark)
     expect(performance.now() - read).toBeLessThan(TIMEOUT_MS / 2)
     // At most one probe round per interval went out meanwhile.
     expect((await waitCalls(master.port)) - before).toBeLessThanOrEqual(1)
+
+    // The Cluster's view, not the WAIT, decides "alone": once a majority of the masters flags the
+    // dead replica `fail`, the probe rounds' alone check (cluster-alone.ts) says so.
+    await eventually(
+      () => acks.confirmOutcome(mark),
+      (o) => o === 'alone',
+      { timeoutMs: 30_000, intervalMs: 100, what: 'the master shown alone once its replica is flagged fail' },
+    )
+    const aloneAt = performance.now()
+    expect(await Promise.all(Array.from({ length: 50 }, () => acks.confirmOutcome(mark)))).toEqual(
+      Array.from({ length: 50 }, () => 'alone'),
+    )
+    expect(performance.now() - aloneAt).toBeLessThan(TIMEOUT_MS / 2)
 
     await replica!.restart()
     // The replica resyncs; a probe (every PROBE_MS) sees it, and callers wait for rounds again.
