@@ -72,6 +72,7 @@ describe('service and kunci names', () => {
     m.streamPending.set({ product_id: '1' }, 0)
     m.streamLag.set({ product_id: '1' }, 0)
     m.deadLetters.inc({ product_id: '1' })
+    m.unconfirmedReads.inc({ product_id: '1' })
     m.ordersPersisted.inc({ product_id: '1' })
     m.ordersFailed.inc({ product_id: '1', reason: 'stale-round' })
     m.walletCharges.inc()

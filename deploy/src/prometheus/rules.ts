@@ -157,7 +157,15 @@ export const SERVICE_RULES: readonly AlertRule[] = Object.freeze([
     '10m',
     'critical',
     'Redis reservations and SQL orders disagree',
-    'Product {{ $labels.product_id }}: Redis and SQL differ by {{ $value }} units with the queue drained.',
+    'Product {{ $labels.product_id }}: {{ $value }} units that neither SQL nor Redis accounts for (order events on their way counted).',
+  ),
+  rule(
+    'FlashSaleWorkerHeldBack',
+    'sum by (product_id) (increase(flash_sale_worker_unconfirmed_reads_total[2m])) > 0',
+    '2m',
+    'warning',
+    "Order events wait because their master cannot show they are safe",
+    "Product {{ $labels.product_id }}: the worker keeps holding back order events: the sale's master gets no replica acknowledgement and the Cluster does not show it alone (a partition between master and replica?).",
   ),
   rule(
     'FlashSaleCheckout5xx',
