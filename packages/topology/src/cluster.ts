@@ -49,6 +49,13 @@ export interface StartClusterOptions {
   nodeTimeoutMs?: number
   /** More redis-server arguments for every node (e.g. `--user app on >pw ~* +@all`). @defaultValue [] */
   extraArgs?: string[]
+  /**
+   * Every node on its own loopback address (node.host, see distinctHost()): it binds it, its
+   * replication and cluster-bus connections leave from it (`bind-source-addr`) and it is what
+   * peers and clients are told (`cluster-announce-ip`), so that iptables rules on address pairs
+   * (startNetworkFaults) partition nodes for real. @defaultValue false (127.0.0.1)
+   */
+  distinctHosts?: boolean
 }
 
 export const DEFAULT_CLUSTER_OPTIONS = Object.freeze({
@@ -61,6 +68,7 @@ export const DEFAULT_CLUSTER_OPTIONS = Object.freeze({
   baseDir: undefined,
   nodeTimeoutMs: 1_000,
   extraArgs: [] as string[],
+  distinctHosts: false,
 } satisfies StartClusterOptions)
 
 export interface MigrateSlotOptions {
@@ -457,6 +465,7 @@ export async function startCluster(input: StartClusterOptions = {}): Promise<Red
         tls,
         args,
         cleanupDir: dir,
+        distinctHost: opts.distinctHosts === true,
       }),
     )
   }

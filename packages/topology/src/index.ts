@@ -35,10 +35,11 @@ export {
   TopologyTimeoutError,
 } from './errors.js'
 export type { RedisNode } from './node.js'
+export { distinctHost } from './node.js'
 export type { AofMode, NodeSet, StartNodesOptions } from './node-set.js'
 export { DEFAULT_NODES_OPTIONS, startNodes } from './node-set.js'
 export { findFreePort } from './ports.js'
-export type { FaultProxy } from './proxy.js'
+export type { FaultProxy, ProxyListenOptions } from './proxy.js'
 export { startProxy } from './proxy.js'
 export { trackServer as trackChildProcess, untrackServer as untrackChildProcess } from './reaper.js'
 export type { AdminUserOptions, TlsOptions } from './security.js'
