@@ -10,14 +10,17 @@ export type {
   FaultHandler,
   KillableProcess,
   KillMasterOptions,
+  PartitionMasterOptions,
   ResolvedChaosStep,
   RunChaosOptions,
 } from './chaos.js'
 export {
+  isolateNode,
   killClusterMaster,
   killNode,
   killProcess,
   parseDuration,
+  partitionMaster,
   pauseNode,
   pickNode,
   resolveSchedule,
@@ -29,11 +32,16 @@ export type { TopologyErrorCode } from './errors.js'
 export {
   ClusterCommandError,
   InvalidOptionError,
+  IptablesCommandError,
+  IptablesMissingError,
   NodeStartError,
+  NotRootError,
   PortUnavailableError,
   TopologyError,
   TopologyTimeoutError,
 } from './errors.js'
+export type { NetworkCut, NetworkFaults, NetworkFaultsOptions } from './network.js'
+export { startNetworkFaults } from './network.js'
 export type { RedisNode } from './node.js'
 export { distinctHost } from './node.js'
 export type { AofMode, NodeSet, StartNodesOptions } from './node-set.js'

@@ -24,7 +24,11 @@ function direct(node: RedisNode, tls?: { ca: string }): Redis {
   return c
 }
 
-async function withClient<T>(node: RedisNode, fn: (c: Redis) => Promise<T>, tls?: { ca: string }): Promise<T> {
+async function withClient<T>(
+  node: RedisNode,
+  fn: (c: Redis) => Promise<T>,
+  tls?: { ca: string },
+): Promise<T> {
   const c = direct(node, tls)
   try {
     return await fn(c)
