@@ -87,7 +87,7 @@ describe('startCluster({ distinctHosts: true })', () => {
     }
   })
 
-  it('serves ioredis Cluster, and keeps its data across failover(), rejoin() and a restart', async () => {
+  it('serves ioredis Cluster, and keeps its data across failover(), rejoin(), migrateSlot() and a restart', async () => {
     for (let i = 0; i < 50; i++) await client.set(`k:${i}`, String(i))
     const slot = (await client.cluster('KEYSLOT', 'k:7')) as number
     const master = await cluster.slotOwner(slot)
@@ -99,6 +99,12 @@ describe('startCluster({ distinctHosts: true })', () => {
     // The rejoined node sends from its own address again.
     const list = await withClient(promoted, async (c) => String(await c.client('LIST')))
     expect(list).toContain(`addr=${master.host}:`)
+
+    // MIGRATE dials the target's own address.
+    const to = (await cluster.masters()).find((m) => m !== promoted)!
+    await cluster.migrateSlot(slot, to)
+    expect(await cluster.slotOwner(slot)).toBe(to)
+    await eventually(async () => expect(await client.get('k:7')).toBe('7'), 30_000)
 
     await master.kill()
     await master.restart()

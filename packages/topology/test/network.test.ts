@@ -240,6 +240,12 @@ describe('startNetworkFaults in a cluster', () => {
     // The isolated master still answers clients on 127.0.0.1; the others vote its replica in.
     await eventually(async () => expect((await replication(replica)).get('role')).toBe('master'), 30_000)
     expect((await replication(master)).get('role')).toBe('master') // it does not know yet
+    // topology answers from the majority's view, not from the isolated master's stale one.
+    await eventually(async () => {
+      const masters = await cluster.masters()
+      expect(masters).toContain(replica)
+      expect(masters).not.toContain(master)
+    }, 30_000)
 
     await faults.heal()
     await eventually(async () => {
@@ -273,25 +279,42 @@ describe('startNetworkFaults in a cluster', () => {
 })
 
 describe('startNetworkFaults and its owner', () => {
-  it('the chain of an owner that was SIGKILLed is removed by its watchdog', async () => {
-    const owner = spawn(process.execPath, ['--import', 'tsx', FIXTURE], {
+  /** Starts the fixture owner and reads its chain and node pids. */
+  async function startOwner(mode: 'idle' | 'exit') {
+    const owner = spawn(process.execPath, ['--import', 'tsx', FIXTURE, mode], {
       cwd: TOPOLOGY_DIR,
       stdio: ['ignore', 'pipe', 'inherit'],
     })
-    try {
-      const line = await new Promise<string>((resolve, reject) => {
-        let out = ''
-        owner.stdout.on('data', (d: Buffer) => {
-          out += d.toString()
-          if (out.includes('\n')) resolve(out.split('\n')[0]!)
-        })
-        owner.once('exit', (code) => reject(new Error(`owner exited with ${code}`)))
+    const exited = new Promise<void>((resolve) => owner.once('exit', () => resolve()))
+    const line = await new Promise<string>((resolve, reject) => {
+      let out = ''
+      owner.stdout.on('data', (d: Buffer) => {
+        out += d.toString()
+        if (out.includes('\n')) resolve(out.split('\n')[0]!)
       })
-      const { chain, pids } = JSON.parse(line) as { chain: string; pids: number[] }
+      void exited.then(() => reject(new Error('the owner exited before it printed its chain')))
+    })
+    return { owner, exited, ...(JSON.parse(line) as { chain: string; pids: number[] }) }
+  }
+
+  it('the chain of an owner that was SIGKILLed is removed by its watchdog', async () => {
+    const { owner, chain, pids } = await startOwner('idle')
+    try {
       expect(iptablesRules()).toContain(`-N ${chain}`)
       owner.kill('SIGKILL')
       await until(() => !iptablesRules().includes(chain), `${chain} to be removed`, 10_000)
       await until(() => pids.every((pid) => !isAlive(pid)), 'the owner’s nodes to be killed', 10_000)
+    } finally {
+      owner.kill('SIGKILL')
+    }
+  })
+
+  it('the chain of an owner that calls process.exit() is removed by its exit handler, before it is gone', async () => {
+    const { owner, exited, chain } = await startOwner('exit')
+    try {
+      await exited
+      // No wait: the 'exit' handler ran iptables synchronously (the watchdog would take 200 ms+).
+      expect(iptablesRules()).not.toContain(chain)
     } finally {
       owner.kill('SIGKILL')
     }
