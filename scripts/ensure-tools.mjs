@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Makes sure the optional Debian tools that some tests and `flash-sale-lab up --observe` use are on
 // this machine: promtool/prometheus (package prometheus), redis_exporter (package
-// prometheus-redis-exporter) and chromium (package chromium, for the report's browser check).
+// prometheus-redis-exporter), chromium (package chromium, for the report's browser check) and
+// iptables (package iptables, for real network partitions: @kunci/topology startNetworkFaults).
 // Installs the missing ones with apt-get when we are root on a Debian-like system; otherwise
 // prints the exact command and exits 1.
 //
@@ -14,6 +15,7 @@ const TOOLS = {
   prometheus: { bin: 'prometheus', pkg: 'prometheus' },
   redis_exporter: { bin: 'prometheus-redis-exporter', pkg: 'prometheus-redis-exporter' },
   chromium: { bin: 'chromium', pkg: 'chromium' },
+  iptables: { bin: 'iptables', pkg: 'iptables' },
 }
 
 const has = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' }).status === 0

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process'
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { NodeStartError } from './errors.js'
@@ -14,6 +14,8 @@ const run = promisify(execFile)
  */
 export interface TopologyTls {
   readonly caFile: string
+  /** The CA's key: signs a certificate per node address with `distinctHosts` (nodeCertificate). */
+  readonly caKeyFile: string
   readonly certFile: string
   readonly keyFile: string
   readonly clientCertFile: string
@@ -41,7 +43,17 @@ async function openssl(args: string[]): Promise<void> {
   }
 }
 
-async function signedBy(dir: string, name: string, subject: string, extensions: string[]): Promise<void> {
+interface Ca {
+  caFile: string
+  caKeyFile: string
+}
+
+async function signedBy(
+  ca: Ca,
+  dir: string,
+  request: { name: string; subject: string; extensions: string[] },
+): Promise<void> {
+  const { name, subject, extensions } = request
   const ext = join(dir, `${name}.ext`)
   writeFileSync(ext, `${extensions.join('\n')}\n`)
   await openssl([
@@ -61,9 +73,9 @@ async function signedBy(dir: string, name: string, subject: string, extensions: 
     '-in',
     join(dir, `${name}.csr`),
     '-CA',
-    join(dir, 'ca.crt'),
+    ca.caFile,
     '-CAkey',
-    join(dir, 'ca.key'),
+    ca.caKeyFile,
     '-set_serial',
     String(Date.now()),
     '-days',
@@ -74,6 +86,38 @@ async function signedBy(dir: string, name: string, subject: string, extensions: 
     join(dir, `${name}.crt`),
   ])
   chmodSync(join(dir, `${name}.key`), 0o600)
+}
+
+function serverExtensions(subjectAltName: string): string[] {
+  return [
+    'basicConstraints=CA:FALSE',
+    'keyUsage=critical,digitalSignature,keyEncipherment',
+    // clientAuth too: a node presents this certificate when it connects to another node.
+    'extendedKeyUsage=serverAuth,clientAuth',
+    `subjectAltName=${subjectAltName}`,
+  ]
+}
+
+/**
+ * A server certificate for one node address (`distinctHosts`), signed by the topology's CA into
+ * `dir`, made once per address and reused across restarts.
+ */
+export async function nodeCertificate(
+  tls: TopologyTls,
+  dir: string,
+  ip: string,
+): Promise<{ certFile: string; keyFile: string }> {
+  const name = `server-${ip}`
+  const files = { certFile: join(dir, `${name}.crt`), keyFile: join(dir, `${name}.key`) }
+  if (existsSync(files.certFile) && existsSync(files.keyFile)) return files
+  mkdirSync(dir, { recursive: true, mode: 0o700 })
+  await signedBy(tls, dir, {
+    name,
+    subject: `/CN=${ip}`,
+    // localhost as well, so a client that names the server `localhost` (SNI) still accepts it.
+    extensions: serverExtensions(`IP:${ip},DNS:localhost`),
+  })
+  return files
 }
 
 /**
@@ -101,21 +145,24 @@ export async function generateCertificates(dir: string): Promise<TopologyTls> {
     'keyUsage=critical,keyCertSign,cRLSign',
   ])
   chmodSync(join(dir, 'ca.key'), 0o600)
+  const ca = { caFile: join(dir, 'ca.crt'), caKeyFile: join(dir, 'ca.key') }
   // Nodes are reached as 127.0.0.1 (what CLUSTER SLOTS announces) or localhost.
-  await signedBy(dir, 'server', '/CN=localhost', [
-    'basicConstraints=CA:FALSE',
-    'keyUsage=critical,digitalSignature,keyEncipherment',
-    // clientAuth too: a node presents this certificate when it connects to another node.
-    'extendedKeyUsage=serverAuth,clientAuth',
-    'subjectAltName=IP:127.0.0.1,DNS:localhost',
-  ])
-  await signedBy(dir, 'client', '/CN=kunci-client', [
-    'basicConstraints=CA:FALSE',
-    'keyUsage=critical,digitalSignature,keyEncipherment',
-    'extendedKeyUsage=clientAuth',
-  ])
+  await signedBy(ca, dir, {
+    name: 'server',
+    subject: '/CN=localhost',
+    extensions: serverExtensions('IP:127.0.0.1,DNS:localhost'),
+  })
+  await signedBy(ca, dir, {
+    name: 'client',
+    subject: '/CN=kunci-client',
+    extensions: [
+      'basicConstraints=CA:FALSE',
+      'keyUsage=critical,digitalSignature,keyEncipherment',
+      'extendedKeyUsage=clientAuth',
+    ],
+  })
   const tls = {
-    caFile: join(dir, 'ca.crt'),
+    ...ca,
     certFile: join(dir, 'server.crt'),
     keyFile: join(dir, 'server.key'),
     clientCertFile: join(dir, 'client.crt'),

@@ -18,6 +18,7 @@ import { once } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { RedisCluster } from './cluster.js'
 import { InvalidOptionError, TopologyTimeoutError } from './errors.js'
+import type { NetworkFaults } from './network.js'
 import type { RedisNode } from './node.js'
 
 /** One fault at one moment. `at` is a duration string ('500ms', '20s', '1m', '1m30s') or ms. */
@@ -252,6 +253,49 @@ export function killClusterMaster(cluster: RedisCluster, opts: KillMasterOptions
     if (!master) throw new InvalidOptionError('target', `the cluster has no master #${masterIndex}`)
     await cluster.failover(master)
     return rejoin ? () => cluster.rejoin(master) : undefined
+  }
+}
+
+export interface PartitionMasterOptions {
+  /** Which master when the step has no `target`: index into cluster.masters(). @defaultValue 0 */
+  masterIndex?: number
+  /**
+   * After the heal, wait until every node says cluster_state:ok again (the old master, if its
+   * replica was promoted meanwhile, has rejoined as a replica), so the event's end marks recovery.
+   * @defaultValue true
+   */
+  waitForOk?: boolean
+}
+
+/**
+ * Cuts a cluster master off from every other node of the cluster (iptables, nodes started with
+ * `distinctHosts`) for the step's durationMs; clients still reach it. The cluster decides what
+ * happens (after cluster-node-timeout its replica is promoted); the undo heals this cut only.
+ * `target` is a node name; without it, masters()[masterIndex].
+ */
+export function partitionMaster(
+  cluster: RedisCluster,
+  faults: NetworkFaults,
+  opts: PartitionMasterOptions = {},
+): FaultHandler {
+  const { masterIndex = 0, waitForOk = true } = opts
+  return async (step) => {
+    const masters = await cluster.masters()
+    const master = step.target === undefined ? masters[masterIndex] : pickNode(masters, step.target)
+    if (!master) throw new InvalidOptionError('target', `the cluster has no master #${masterIndex}`)
+    const cut = await faults.isolate(master, cluster.nodes)
+    return async () => {
+      await cut.heal()
+      if (waitForOk) await cluster.waitForOk()
+    }
+  }
+}
+
+/** Cuts one node (by `target`) off from all the others for the step's durationMs; the undo heals. */
+export function isolateNode(nodes: readonly RedisNode[], faults: NetworkFaults): FaultHandler {
+  return async (step) => {
+    const cut = await faults.isolate(pickNode(nodes, step.target), nodes)
+    return () => cut.heal()
   }
 }
 

@@ -49,6 +49,13 @@ export interface StartClusterOptions {
   nodeTimeoutMs?: number
   /** More redis-server arguments for every node (e.g. `--user app on >pw ~* +@all`). @defaultValue [] */
   extraArgs?: string[]
+  /**
+   * Every node on its own loopback address (node.host, see distinctHost()): it binds it, its
+   * replication and cluster-bus connections leave from it (`bind-source-addr`) and it is what
+   * peers and clients are told (`cluster-announce-ip`), so that iptables rules on address pairs
+   * (startNetworkFaults) partition nodes for real. @defaultValue false (127.0.0.1)
+   */
+  distinctHosts?: boolean
 }
 
 export const DEFAULT_CLUSTER_OPTIONS = Object.freeze({
@@ -61,6 +68,7 @@ export const DEFAULT_CLUSTER_OPTIONS = Object.freeze({
   baseDir: undefined,
   nodeTimeoutMs: 1_000,
   extraArgs: [] as string[],
+  distinctHosts: false,
 } satisfies StartClusterOptions)
 
 export interface MigrateSlotOptions {
@@ -197,16 +205,29 @@ class Cluster implements RedisCluster {
     return id
   }
 
+  /**
+   * One node's CLUSTER NODES: `from`'s, or the first live node's that says cluster_state:ok. A
+   * node cut off from the majority by a partition (startNetworkFaults) is live but keeps a stale
+   * picture (its peers `fail?`, itself master of slots its replica has taken over) and says
+   * cluster_state:fail once it knows it is in the minority; the majority's view is the one the
+   * cluster converges on. Without any node in state ok (the whole cluster failing), the first
+   * view that can be read.
+   */
   async #view(from?: ManagedNode): Promise<ClusterViewEntry[]> {
-    const candidates = from ? [from] : this.#live()
+    if (from) return parseClusterNodes(String(await this.#run(from, ['CLUSTER', 'NODES'])))
     let lastError: unknown
-    for (const node of candidates) {
+    let fallback: ClusterViewEntry[] | undefined
+    for (const node of this.#live()) {
       try {
-        return parseClusterNodes(String(await this.#run(node, ['CLUSTER', 'NODES'])))
+        const view = parseClusterNodes(String(await this.#run(node, ['CLUSTER', 'NODES'])))
+        const info = parseInfo(String(await this.#run(node, ['CLUSTER', 'INFO'])))
+        if (info.get('cluster_state') === 'ok') return view
+        fallback ??= view
       } catch (err) {
         lastError = err
       }
     }
+    if (fallback) return fallback
     throw lastError ?? new Error('no live node to ask')
   }
 
@@ -457,6 +478,7 @@ export async function startCluster(input: StartClusterOptions = {}): Promise<Red
         tls,
         args,
         cleanupDir: dir,
+        distinctHost: opts.distinctHosts === true,
       }),
     )
   }

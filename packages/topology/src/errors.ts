@@ -6,6 +6,9 @@ export type TopologyErrorCode =
   | 'E_PORT_UNAVAILABLE'
   | 'E_TOPOLOGY_TIMEOUT'
   | 'E_CLUSTER_COMMAND'
+  | 'E_IPTABLES_MISSING'
+  | 'E_NOT_ROOT'
+  | 'E_IPTABLES_COMMAND'
 
 export abstract class TopologyError extends Error {
   abstract readonly code: TopologyErrorCode
@@ -66,5 +69,46 @@ export class ClusterCommandError extends TopologyError {
     readonly reply: string,
   ) {
     super(`${command} on port ${port} failed: ${reply}`)
+  }
+}
+
+/** startNetworkFaults needs the iptables command, which is not on PATH. */
+export class IptablesMissingError extends TopologyError {
+  readonly code = 'E_IPTABLES_MISSING'
+  constructor(options?: ErrorOptions) {
+    super(
+      'iptables is not installed: network partitions (startNetworkFaults) drop packets with iptables. ' +
+        'Install it with `apt-get install -y iptables` (or `node scripts/ensure-tools.mjs iptables`, as root), then run again.',
+      options,
+    )
+  }
+}
+
+/** startNetworkFaults changes the machine's packet filter, which only root may do. */
+export class NotRootError extends TopologyError {
+  readonly code = 'E_NOT_ROOT'
+  constructor(readonly uid: number | undefined) {
+    super(
+      `network partitions (startNetworkFaults) need root to change iptables rules, but this process runs as uid ${uid ?? 'unknown'}: ` +
+        'run the tests as root (CI does), e.g. `sudo npx vitest run <file>`, in a container or VM of your own.',
+    )
+  }
+}
+
+/** An iptables command failed (a missing kernel module, no CAP_NET_ADMIN in a container, a typo). */
+export class IptablesCommandError extends TopologyError {
+  readonly code = 'E_IPTABLES_COMMAND'
+  constructor(
+    readonly args: readonly string[],
+    readonly stderr: string,
+    options?: ErrorOptions,
+  ) {
+    super(
+      `iptables ${args.join(' ')} failed: ${stderr.trim() || 'no message'}` +
+        (/permission denied|not permitted/i.test(stderr)
+          ? ' (root without CAP_NET_ADMIN? A container needs --cap-add=NET_ADMIN)'
+          : ''),
+      options,
+    )
   }
 }

@@ -10,14 +10,17 @@ export type {
   FaultHandler,
   KillableProcess,
   KillMasterOptions,
+  PartitionMasterOptions,
   ResolvedChaosStep,
   RunChaosOptions,
 } from './chaos.js'
 export {
+  isolateNode,
   killClusterMaster,
   killNode,
   killProcess,
   parseDuration,
+  partitionMaster,
   pauseNode,
   pickNode,
   resolveSchedule,
@@ -29,16 +32,22 @@ export type { TopologyErrorCode } from './errors.js'
 export {
   ClusterCommandError,
   InvalidOptionError,
+  IptablesCommandError,
+  IptablesMissingError,
   NodeStartError,
+  NotRootError,
   PortUnavailableError,
   TopologyError,
   TopologyTimeoutError,
 } from './errors.js'
+export type { NetworkCut, NetworkFaults, NetworkFaultsOptions } from './network.js'
+export { startNetworkFaults } from './network.js'
 export type { RedisNode } from './node.js'
+export { distinctHost } from './node.js'
 export type { AofMode, NodeSet, StartNodesOptions } from './node-set.js'
 export { DEFAULT_NODES_OPTIONS, startNodes } from './node-set.js'
 export { findFreePort } from './ports.js'
-export type { FaultProxy } from './proxy.js'
+export type { FaultProxy, ProxyListenOptions } from './proxy.js'
 export { startProxy } from './proxy.js'
 export { trackServer as trackChildProcess, untrackServer as untrackChildProcess } from './reaper.js'
 export type { AdminUserOptions, TlsOptions } from './security.js'

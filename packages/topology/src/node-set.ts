@@ -35,6 +35,12 @@ export interface StartNodesOptions {
   baseDir?: string
   /** Extra redis-server arguments, appended last. @defaultValue [] */
   extraArgs?: string[]
+  /**
+   * Every node on its own loopback address (node.host, see distinctHost()), which it binds and
+   * sends from, so that iptables rules (startNetworkFaults) can cut it off; its proxy, if any,
+   * listens there too. @defaultValue false (127.0.0.1)
+   */
+  distinctHosts?: boolean
 }
 
 export const DEFAULT_NODES_OPTIONS = Object.freeze({
@@ -45,6 +51,7 @@ export const DEFAULT_NODES_OPTIONS = Object.freeze({
   proxy: true,
   baseDir: undefined,
   extraArgs: [] as string[],
+  distinctHosts: false,
 } satisfies Omit<StartNodesOptions, 'count'>)
 
 export type ResolvedNodesOptions = Required<
@@ -78,13 +85,15 @@ export function resolveNodesOptions(input: StartNodesOptions): ResolvedNodesOpti
     baseDir: opts.baseDir,
     aof: resolveAof(opts.aof),
     extraArgs: [...opts.extraArgs],
+    distinctHosts: opts.distinctHosts === true,
     security,
   }
 }
 
 /** redis-server arguments shared by independent and cluster nodes. */
 export function baseServerArgs(aof: AofMode): string[] {
-  const args = ['--bind', '127.0.0.1', '--save', '', '--daemonize', 'no', '--protected-mode', 'no']
+  // No --bind here: ManagedNode binds the node's own host (127.0.0.1, or its distinct address).
+  const args = ['--save', '', '--daemonize', 'no', '--protected-mode', 'no']
   if (aof === false) args.push('--appendonly', 'no')
   else args.push('--appendonly', 'yes', '--appendfsync', aof)
   return args
@@ -149,6 +158,7 @@ export async function startNodes(input: StartNodesOptions): Promise<NodeSet> {
           ...opts.extraArgs,
         ],
         cleanupDir: dir,
+        distinctHost: opts.distinctHosts,
       }),
     )
   }
@@ -163,7 +173,9 @@ export async function startNodes(input: StartNodesOptions): Promise<NodeSet> {
     for (const node of nodes) {
       await startOnFreePort(node)
       // The proxy is created after the final serverPort is known.
-      if (opts.proxy) node.proxy = await startProxy({ host: node.host, port: node.serverPort })
+      // On the node's own address: clients dial node.host:node.port.
+      if (opts.proxy)
+        node.proxy = await startProxy({ host: node.host, port: node.serverPort }, { host: node.host })
     }
   } catch (err) {
     await stop()

@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { TopologyTls } from './certificates.js'
+import { nodeCertificate, type TopologyTls } from './certificates.js'
 import { NodeStartError, TopologyTimeoutError } from './errors.js'
 import { type FindPortOptions, findFreePort, releasePort } from './ports.js'
 import type { FaultProxy } from './proxy.js'
@@ -14,7 +14,11 @@ import { type NodeAddress, ping, sendCommands } from './resp.js'
 export interface RedisNode {
   /** 'node-0', 'node-1', ... */
   readonly name: string
-  /** Always '127.0.0.1'. */
+  /**
+   * The address the node listens on and is announced as: '127.0.0.1', or with `distinctHosts`
+   * its own loopback address (distinctHost(serverPort), e.g. '127.1.91.4'), which its outgoing
+   * connections (replication, cluster bus) also leave from.
+   */
   readonly host: string
   /** Where clients connect: the proxy's port when there is a proxy, otherwise serverPort. */
   readonly port: number
@@ -57,9 +61,28 @@ export interface ManagedNodeConfig {
   args: string[]
   /** Removed by the watchdog if the owner dies without cleaning up (see reaper.ts). */
   cleanupDir?: string
+  /**
+   * Bind, send from (`bind-source-addr`) and announce (`cluster-announce-ip`) the node's own
+   * loopback address, distinctHost(serverPort), instead of 127.0.0.1. @defaultValue false
+   */
+  distinctHost?: boolean
 }
 
 const HOST = '127.0.0.1'
+
+/**
+ * The loopback address of a node started with `distinctHosts`: 127.1.<port / 256>.<port % 256>.
+ * All of 127/8 is loopback on Linux, so nothing has to be configured; the address is unique
+ * because the port is (findFreePort reserves it across processes while its owner lives), and it
+ * is never 127.0.0.1, so iptables rules on it can never touch anything else on this machine
+ * (the shared Redis on 6379, PostgreSQL). The bus port (port + 10000) shares the node's address.
+ */
+export function distinctHost(serverPort: number): string {
+  if (!Number.isInteger(serverPort) || serverPort < 1 || serverPort > 65_535) {
+    throw new RangeError(`expected a TCP port, got ${serverPort}`)
+  }
+  return `127.1.${serverPort >> 8}.${serverPort & 255}`
+}
 const START_TIMEOUT_MS = 15_000
 const STOP_GRACE_MS = 10_000
 
@@ -76,7 +99,6 @@ function signal(pid: number, sig: NodeJS.Signals): void {
 }
 
 export class ManagedNode implements RedisNode {
-  readonly host = HOST
   readonly name: string
   readonly dataDir: string
   readonly username: string | undefined
@@ -102,6 +124,10 @@ export class ManagedNode implements RedisNode {
   get serverPort(): number {
     return this.#serverPort
   }
+  /** Follows the port: a node moved to another port before its first start moves address too. */
+  get host(): string {
+    return this.#config.distinctHost ? distinctHost(this.#serverPort) : HOST
+  }
   get port(): number {
     return this.proxy?.port ?? this.#serverPort
   }
@@ -121,7 +147,7 @@ export class ManagedNode implements RedisNode {
   /** redis-server itself (not the proxy), logged in as topology's user, over TLS when the node speaks it. */
   get adminAddress(): NodeAddress {
     return {
-      host: HOST,
+      host: this.host,
       port: this.#serverPort,
       username: this.username,
       password: this.password,
@@ -149,7 +175,9 @@ export class ManagedNode implements RedisNode {
       this.dataDir,
       '--logfile',
       this.logFile,
+      ...this.#hostArgs(),
       ...this.#config.args,
+      ...(await this.#certificateArgs()),
     ]
     // Logs go to a file: a pipe nobody reads would fill up and block redis-server.
     const child = spawn('redis-server', args, { stdio: 'ignore', detached: true })
@@ -174,6 +202,34 @@ export class ManagedNode implements RedisNode {
     this.#child = child
     trackServer(child.pid, this.#config.cleanupDir ?? this.dataDir)
     await this.#waitForPing(child)
+  }
+
+  /** Where the node listens, sends from and says it is (before `args`, so a caller's extra args win). */
+  #hostArgs(): string[] {
+    const host = this.host
+    if (!this.#config.distinctHost) return ['--bind', host]
+    return [
+      '--bind',
+      host,
+      // Replication and cluster-bus connections leave from the node's address, so a rule on the
+      // pair of addresses catches both directions of every link between two nodes.
+      '--bind-source-addr',
+      host,
+      // What CLUSTER SLOTS/SHARDS/NODES tell peers and clients; ignored outside cluster mode.
+      '--cluster-announce-ip',
+      host,
+    ]
+  }
+
+  /**
+   * With distinctHost and TLS, a certificate for the node's own address (after `args`, whose
+   * --tls-cert-file names the shared one): clients check the certificate against the address they
+   * dialled, and the shared server certificate names only 127.0.0.1 and localhost.
+   */
+  async #certificateArgs(): Promise<string[]> {
+    if (!this.#config.distinctHost || !this.tls) return []
+    const cert = await nodeCertificate(this.tls, join(dirname(this.dataDir), 'tls-nodes'), this.host)
+    return ['--tls-cert-file', cert.certFile, '--tls-key-file', cert.keyFile]
   }
 
   async #waitForPing(child: ChildProcess): Promise<void> {

@@ -130,11 +130,21 @@ class Connection {
   }
 }
 
-/** Starts a proxy on 127.0.0.1 (on `listenPort`, or a free port) forwarding to target. */
+/** Where a proxy listens: a port number is `{ port }`. */
+export interface ProxyListenOptions {
+  /** @defaultValue 0 (a free port) */
+  port?: number
+  /** @defaultValue '127.0.0.1' */
+  host?: string
+}
+
+/** Starts a proxy (on 127.0.0.1 and a free port unless `listen` says otherwise) forwarding to target. */
 export async function startProxy(
   target: { host: string; port: number },
-  listenPort = 0,
+  listen: number | ProxyListenOptions = 0,
 ): Promise<FaultProxy> {
+  const { port: listenPort = 0, host: listenHost = '127.0.0.1' } =
+    typeof listen === 'number' ? { port: listen } : listen
   const fault: Fault = {
     latencyMs: 0,
     jitterMs: 0,
@@ -157,7 +167,7 @@ export async function startProxy(
   })
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
-    server.listen({ port: listenPort, host: '127.0.0.1' }, () => {
+    server.listen({ port: listenPort, host: listenHost }, () => {
       server.off('error', reject)
       resolve()
     })

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { rmSync } from 'node:fs'
 
 // Guarantees that no redis-server outlives the process that started it, in two layers:
@@ -21,6 +21,15 @@ kill -9 "$child" 2>/dev/null
 if [ -n "$dir" ]; then sleep 0.2; rm -rf "$dir"; fi
 `
 
+// Resources that are not processes (iptables chains) get a watchdog of their own that waits for
+// the owner to be gone and then runs the commands that remove them; in-process, the same commands
+// run synchronously on exit.
+const CLEANUP_SCRIPT = `
+owner=$1; commands=$2
+while kill -0 "$owner" 2>/dev/null; do sleep 0.2; done
+eval "$commands"
+`
+
 interface Tracked {
   pid: number
   watchdogPid: number | undefined
@@ -28,6 +37,11 @@ interface Tracked {
 
 const tracked = new Map<number, Tracked>()
 const ownedDirs = new Set<string>()
+const cleanups = new Map<
+  number,
+  { commands: readonly (readonly string[])[]; watchdogPid: number | undefined }
+>()
+let nextCleanup = 0
 let handlersInstalled = false
 
 function killQuietly(pid: number | undefined, signal: NodeJS.Signals): void {
@@ -48,6 +62,51 @@ export function reapAllSync(): void {
   tracked.clear()
   for (const dir of ownedDirs) rmSync(dir, { recursive: true, force: true })
   ownedDirs.clear()
+  for (const cleanup of cleanups.values()) {
+    killQuietly(cleanup.watchdogPid, 'SIGKILL')
+    runQuietlySync(cleanup.commands)
+  }
+  cleanups.clear()
+}
+
+function runQuietlySync(commands: readonly (readonly string[])[]): void {
+  for (const [file, ...args] of commands) {
+    try {
+      execFileSync(file!, args, { stdio: 'ignore', timeout: 10_000 })
+    } catch {
+      // best effort: the resource may be gone already
+    }
+  }
+}
+
+/** 'a b' → `'a b'`, for the watchdog's shell. */
+function shellQuote(arg: string): string {
+  return `'${arg.replace(/'/g, `'\\''`)}'`
+}
+
+/**
+ * Commands that remove a resource outside any process (an iptables chain), run once this process
+ * is gone however it ends: synchronously on exit, SIGINT and SIGTERM, and by a detached watchdog
+ * when the process is SIGKILLed. Each command runs even if the one before failed. Returns the
+ * function to call once the owner has removed the resource itself (it stops the watchdog).
+ */
+export function trackCleanup(commands: readonly (readonly string[])[]): () => void {
+  installHandlers()
+  const id = nextCleanup++
+  const script = commands.map((c) => `${c.map(shellQuote).join(' ')} >/dev/null 2>&1`).join('\n')
+  const watchdog = spawn('sh', ['-c', CLEANUP_SCRIPT, 'kunci-cleanup', String(process.pid), script], {
+    detached: true,
+    stdio: 'ignore',
+  })
+  watchdog.on('error', () => {}) // sh missing: the in-process handlers still apply
+  watchdog.unref()
+  cleanups.set(id, { commands, watchdogPid: watchdog.pid })
+  return () => {
+    const cleanup = cleanups.get(id)
+    if (!cleanup) return
+    cleanups.delete(id)
+    killQuietly(cleanup.watchdogPid, 'SIGKILL')
+  }
 }
 
 function onSignal(signal: NodeJS.Signals): void {

@@ -14,6 +14,22 @@ export function serviceCliPath(): string {
   return cliPath
 }
 
+export interface StackProcessOptions {
+  /** In logs and echoed output: 'service', 'worker', 'solo'. */
+  name: string
+  /** The CLI's arguments (`serve --instances 2`). */
+  args: string[]
+  /** Added to this process's environment. */
+  env: Record<string, string>
+  /** Echo the output on stderr, each line prefixed with the name. @defaultValue false */
+  echo?: boolean
+  /**
+   * Run as this user (child_process.spawn's uid/gid; the caller must be root), so iptables can
+   * single the process out with `-m owner --uid-owner`. @defaultValue this process's user
+   */
+  user?: { uid: number; gid?: number } | undefined
+}
+
 /**
  * A service or worker process of the local stack: started with the stack's environment, killable
  * (kill -9, for chaos) and restartable with the same arguments; stopped with SIGTERM (drain), then
@@ -23,13 +39,19 @@ export class StackProcess {
   #child: ChildProcess | undefined
   #exited: Promise<void> = Promise.resolve()
   readonly output: string[] = []
+  readonly name: string
+  readonly args: string[]
+  readonly env: Record<string, string>
+  readonly echo: boolean
+  readonly user: { uid: number; gid?: number } | undefined
 
-  constructor(
-    readonly name: string,
-    readonly args: string[],
-    readonly env: Record<string, string>,
-    readonly echo: boolean,
-  ) {}
+  constructor(options: StackProcessOptions) {
+    this.name = options.name
+    this.args = options.args
+    this.env = options.env
+    this.echo = options.echo ?? false
+    this.user = options.user
+  }
 
   get pid(): number | undefined {
     return this.#child?.pid
@@ -47,9 +69,18 @@ export class StackProcess {
       env: { ...process.env, ...this.env, FLASH_SALE_EXIT_WITH_PARENT: '1' },
       // The IPC channel tells the child when this process is gone, even by SIGKILL (see main.ts).
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      // gid defaults to the uid's number: nobody is 65534:65534, and root's group would be kept otherwise.
+      ...(this.user && { uid: this.user.uid, gid: this.user.gid ?? this.user.uid }),
     })
     this.#child = child
-    this.#exited = new Promise((resolve) => child.once('exit', () => resolve()))
+    this.#exited = new Promise((resolve) => {
+      child.once('exit', () => resolve())
+      // Not spawned at all (EPERM for a uid without root, ENOENT): no 'exit' follows.
+      child.once('error', (err) => {
+        this.output.push(`${this.name}: ${err.message}\n`)
+        resolve()
+      })
+    })
     const keep = (chunk: Buffer) => {
       const text = chunk.toString()
       this.output.push(text)

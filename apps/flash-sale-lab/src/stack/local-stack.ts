@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -68,6 +68,20 @@ export interface StackOptions {
    * @defaultValue false
    */
   tls?: boolean
+  /**
+   * Every Redis node (cluster and lock nodes) on its own loopback address (topology's
+   * `distinctHosts`), so that startNetworkFaults can partition them with iptables.
+   * @defaultValue false
+   */
+  distinctHosts?: boolean
+  /** The cluster's cluster-node-timeout. @defaultValue 1000 (topology's default) */
+  clusterNodeTimeoutMs?: number
+  /**
+   * One more service process (`serve --instances 1`, on a port of its own: `solo`, `soloUrl`) run
+   * as this user, so that `cutUid(uid, nodes)` cuts this one instance off while the others keep
+   * their links. We must be root; uid 65534 (nobody) works. @defaultValue undefined (none)
+   */
+  soloInstance?: { uid: number; gid?: number }
 }
 
 export interface LocalStack {
@@ -83,6 +97,9 @@ export interface LocalStack {
   readonly env: Record<string, string>
   readonly service: StackProcess
   readonly worker: StackProcess
+  /** With `soloInstance`: the service instance that runs as that uid, and its URL. */
+  readonly solo: StackProcess | undefined
+  readonly soloUrl: string | undefined
   readonly metricsUrl: string | undefined
   readonly workerMetricsUrl: string
   /** With `observe`: the Prometheus UI/API and the exporters' /metrics. */
@@ -141,6 +158,8 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
       const dir = mkdtempSync(join(tmpdir(), 'flash-sale-tls-'))
       cleanups.push(async () => rmSync(dir, { recursive: true, force: true }))
       tls = await generateCertificates(dir)
+      // The solo instance runs as another user and must read the CA (the keys stay 0600).
+      if (options.soloInstance) chmodSync(dir, 0o755)
     }
     const security = {
       adminUser: redisAdmin,
@@ -148,9 +167,16 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
       // topology binds 127.0.0.1 only; protected mode on as well, as a production node would run.
       extraArgs: [...userArgs, '--protected-mode', 'yes'],
     }
+    const distinctHosts = options.distinctHosts ?? false
     const [cluster, lockNodes] = await Promise.all([
-      startCluster(security),
-      options.lockNodes === false ? undefined : startNodes({ count: 5, aof: 'everysec', ...security }),
+      startCluster({
+        ...security,
+        distinctHosts,
+        ...(options.clusterNodeTimeoutMs !== undefined && { nodeTimeoutMs: options.clusterNodeTimeoutMs }),
+      }),
+      options.lockNodes === false
+        ? undefined
+        : startNodes({ count: 5, aof: 'everysec', ...security, distinctHosts }),
     ])
     cleanups.push(() => cluster.stop())
     if (lockNodes) cleanups.push(() => lockNodes.stop())
@@ -194,16 +220,34 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
     const echo = options.echo ?? false
     const serveArgs = ['serve', '--instances', String(instances)]
     if (metricsPort !== undefined) serveArgs.push('--metrics-port', String(metricsPort))
-    const service = new StackProcess('service', serveArgs, env, echo)
-    const worker = new StackProcess('worker', ['worker'], env, echo)
+    const service = new StackProcess({ name: 'service', args: serveArgs, env, echo })
+    const worker = new StackProcess({ name: 'worker', args: ['worker'], env, echo })
     service.start()
     cleanups.push(() => service.stop())
+    // The service's instances share one process (node:cluster), so one of them cannot be told
+    // apart by uid: the solo instance is a process of its own, on its own port.
+    let solo: StackProcess | undefined
+    let soloUrl: string | undefined
+    if (options.soloInstance) {
+      const soloPort = await findFreePort()
+      solo = new StackProcess({
+        name: 'solo',
+        args: ['serve', '--instances', '1'],
+        env: { ...env, PORT: String(soloPort) },
+        echo,
+        user: options.soloInstance,
+      })
+      solo.start()
+      cleanups.push(() => solo!.stop())
+      soloUrl = `http://127.0.0.1:${soloPort}`
+    }
     if (options.worker !== false) {
       worker.start()
       cleanups.push(() => worker.stop())
     }
     const url = `http://127.0.0.1:${port}`
     await waitReady(url, 60_000, () => service.running)
+    if (solo && soloUrl) await waitReady(soloUrl, 60_000, () => solo.running)
     const putSale = async (sale: SaleSpec) => {
       const res = await fetch(`${url}/admin/sales/${sale.productId}`, {
         method: 'PUT',
@@ -258,6 +302,8 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
       env,
       service,
       worker,
+      solo,
+      soloUrl,
       metricsUrl: metricsPort === undefined ? `${url}/metrics` : `http://127.0.0.1:${metricsPort}/metrics`,
       workerMetricsUrl: `http://127.0.0.1:${workerPort}/metrics`,
       prometheusUrl: observability?.prometheusUrl,
