@@ -3,9 +3,11 @@
 // listen, and keeps them up in the foreground until SIGINT/SIGTERM.
 //
 //   kunci-topology up --nodes 5 [--aof always] [--password x] [--no-proxy] [--json]
-//   kunci-topology cluster up [--masters 3] [--replicas 1] [--password x] [--aof everysec] [--json]
+//   kunci-topology cluster up [--masters 3] [--replicas 1] [--password x] [--aof everysec]
+//                             [--node-timeout-ms 1000] [--json]
 // Both also take --admin (default user off, admin user kunci-admin with a generated password;
-// --admin-user/--admin-password choose them) and --tls (TLS only; prints the CA file to trust).
+// --admin-user/--admin-password choose them), --tls (TLS only; prints the CA file to trust) and
+// --distinct-hosts (every node on its own loopback address, for iptables partitions).
 import { parseArgs } from 'node:util'
 import type { TopologyTls } from './certificates.js'
 import { startCluster } from './cluster.js'
@@ -36,6 +38,7 @@ const SECURITY_OPTIONS = {
   'admin-user': { type: 'string' },
   'admin-password': { type: 'string' },
   tls: { type: 'boolean', default: false },
+  'distinct-hosts': { type: 'boolean', default: false },
 } as const
 
 function securityOptions(values: {
@@ -43,7 +46,8 @@ function securityOptions(values: {
   'admin-user'?: string
   'admin-password'?: string
   tls?: boolean
-}): { adminUser?: AdminUserOptions; tls: boolean } {
+  'distinct-hosts'?: boolean
+}): { adminUser?: AdminUserOptions; tls: boolean; distinctHosts: boolean } {
   const admin = values.admin || values['admin-user'] !== undefined || values['admin-password'] !== undefined
   return {
     ...(admin && {
@@ -53,6 +57,7 @@ function securityOptions(values: {
       },
     }),
     tls: values.tls ?? false,
+    distinctHosts: values['distinct-hosts'] ?? false,
   }
 }
 
@@ -137,6 +142,7 @@ export const clusterCommand: Command = {
       options: {
         masters: { type: 'string', default: '3' },
         replicas: { type: 'string', default: '1' },
+        'node-timeout-ms': { type: 'string', default: '1000' },
         aof: { type: 'string' },
         password: { type: 'string' },
         json: { type: 'boolean', default: false },
@@ -148,6 +154,7 @@ export const clusterCommand: Command = {
     const cluster = await startCluster({
       masters: positiveInt('masters', values.masters, 3),
       replicasPerMaster: positiveInt('replicas', values.replicas, 1),
+      nodeTimeoutMs: positiveInt('node-timeout-ms', values['node-timeout-ms'], 1_000),
       aof: parseAof(values.aof, 'everysec'),
       ...(values.password !== undefined && { password: values.password }),
       ...securityOptions(values),

@@ -58,8 +58,11 @@ export interface NetworkFaultsOptions {
 }
 
 const CHAIN_PREFIX = 'KUNCI-'
-/** Loopback, but not 127.0.0.1: the addresses of nodes started with distinctHosts. */
-const DISTINCT_LOOPBACK = /^127\.(?!0\.0\.1$)\d{1,3}\.\d{1,3}\.\d{1,3}$/
+/**
+ * The addresses of nodes started with distinctHosts (distinctHost(): 127.1.x.y) and nothing else:
+ * not 127.0.0.1, nor 127.0.1.1 (Debian's address for the host name), which others use.
+ */
+const DISTINCT_LOOPBACK = /^127\.1\.\d{1,3}\.\d{1,3}$/
 const COMMENT = /^[A-Za-z0-9_.:-]{1,64}$/
 
 let created = 0

@@ -83,6 +83,7 @@ export function distinctHost(serverPort: number): string {
   }
   return `127.1.${serverPort >> 8}.${serverPort & 255}`
 }
+
 const START_TIMEOUT_MS = 15_000
 const STOP_GRACE_MS = 10_000
 

@@ -143,5 +143,12 @@ describe('distinctHosts with TLS', () => {
       // Through the proxy, which listens on the node's address too.
       expect(await withClient(node, (c) => c.ping(), { ca: set.tls!.ca })).toBe('PONG')
     }
+    // Killed and restarted empty: the same address, its certificate still there.
+    const node = set.nodes[0]!
+    await withClient(node, (c) => c.set('x', '1'), { ca: set.tls!.ca })
+    await node.kill()
+    await node.restart({ empty: true })
+    expect(node.host).toBe(distinctHost(node.serverPort))
+    expect(await withClient(node, (c) => c.get('x'), { ca: set.tls!.ca })).toBeNull()
   })
 })

@@ -5,6 +5,7 @@ import type { Command } from './command.js'
 const HELP = `usage: flash-sale-lab up [--strategy lua|redlock|naive] [--instances 2] [--durability replica|none]
                          [--product 9921] [--stock 100] [--price 49.99] [--port 8080]
                          [--database-url postgres://…] [--queue-url amqp://…] [--tls] [--observe] [--json] [--quiet]
+                         [--distinct-hosts] [--cluster-node-timeout-ms 1000]
 
 Starts a whole local stack: a 3+3 Redis Cluster and 5 independent lock nodes (default user off,
 an admin ACL user for the operator, a restricted one for the app), SQL (embedded PGlite unless --database-url), the service (--instances processes on one
@@ -12,7 +13,10 @@ port) and a worker; creates the sale; prints the URLs, the admin token and the R
 --tls: Redis speaks TLS only (clients, cluster bus, replication), with a CA generated for the
 stack; the service, worker and exporters trust it (REDIS_TLS_CA_FILE). Ctrl-C stops it all.
 --observe also starts Prometheus (alert rules of deploy/prometheus) and a redis_exporter per node
-(Debian packages prometheus and prometheus-redis-exporter; node scripts/ensure-tools.mjs installs them).`
+(Debian packages prometheus and prometheus-redis-exporter; node scripts/ensure-tools.mjs installs them).
+--distinct-hosts puts every Redis node on its own loopback address (127.1.x.y), so that iptables
+rules can partition them (@kunci/topology startNetworkFaults); --cluster-node-timeout-ms sets the
+cluster's cluster-node-timeout (Redis's own default is 15000).`
 
 export const upCommand: Command = {
   name: 'up',
@@ -35,6 +39,8 @@ export const upCommand: Command = {
           json: { type: 'boolean', default: false },
           observe: { type: 'boolean', default: false },
           tls: { type: 'boolean', default: false },
+          'distinct-hosts': { type: 'boolean', default: false },
+          'cluster-node-timeout-ms': { type: 'string', default: '1000' },
           quiet: { type: 'boolean', default: false },
           help: { type: 'boolean', default: false },
         },
@@ -61,6 +67,7 @@ export const upCommand: Command = {
     const instances = int('instances', 1, 32)
     const stock = int('stock', 0, 10_000_000)
     const port = int('port', 0, 65_535)
+    const clusterNodeTimeoutMs = int('cluster-node-timeout-ms', 100, 600_000)
     const price = Number(values.price)
     if (!Number.isFinite(price) || price < 0) problems.push('--price: a number ≥ 0')
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(String(values.product)))
@@ -84,6 +91,8 @@ export const upCommand: Command = {
       echo: !values.quiet,
       observe: Boolean(values.observe),
       tls: Boolean(values.tls),
+      distinctHosts: Boolean(values['distinct-hosts']),
+      clusterNodeTimeoutMs,
     })
     const info = {
       url: stack.url,
@@ -116,7 +125,7 @@ export const upCommand: Command = {
           `  metrics:   ${stack.metricsUrl}  (worker: ${stack.workerMetricsUrl})`,
           `  Redis Cluster: ${info.redis_cluster}`,
           `  lock nodes:    ${info.redlock_nodes}`,
-          `  Redis admin:   redis-cli -c -p ${firstNode.port}${tlsCli} --user ${stack.redisAdmin.username} --pass ${stack.redisAdmin.password}  (the default user is off)`,
+          `  Redis admin:   redis-cli -c -h ${firstNode.host} -p ${firstNode.port}${tlsCli} --user ${stack.redisAdmin.username} --pass ${stack.redisAdmin.password}  (the default user is off)`,
           ...(stack.tls ? [`  TLS only:      trust ${stack.tls.caFile} (REDIS_TLS_CA_FILE)`] : []),
           `  SQL:           ${info.database_url}`,
           ...(stack.prometheusUrl
