@@ -96,6 +96,10 @@ export async function reconcile(
         `${books.driftCount} wallet(s) with balance ≠ funded − charged + refunded: ${books.drifting.join('; ')}`,
       )
     if (books.negative > 0) problems.push(`${books.negative} wallet(s) below zero`)
+    if (store && stock.remaining === undefined)
+      problems.push(
+        'no stock in Redis for this sale: its preload never ran or a failover dropped it; reset the sale (PUT /admin/sales/:id)',
+      )
     if (unitsUnread !== undefined) problems.push(`units not checked: ${unitsUnread}`)
     if (units !== undefined && units.drift !== 0)
       problems.push(

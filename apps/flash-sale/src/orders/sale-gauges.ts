@@ -1,7 +1,6 @@
 import { initSaleSeries, type ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
 import { WORKER_GROUP } from '../redis/keys.js'
-import type { SaleStore } from '../sale/sale-store.js'
 import { readRedisBooks, unitBooks } from './books.js'
 import type { OrderStore } from './order-store.js'
 
@@ -17,13 +16,13 @@ const lastDrift = new Map<string, number>()
  */
 export async function updateSaleGauges(
   redis: RedisClient,
-  store: SaleStore,
+  saleIds: () => Promise<string[]>,
   orders: OrderStore,
   metrics: ServiceMetrics,
   /** The group draining the streams: RELAY_GROUP when orders go through RabbitMQ. */
   group: string = WORKER_GROUP,
 ): Promise<void> {
-  for (const productId of await store.saleIds()) {
+  for (const productId of await saleIds()) {
     initSaleSeries(metrics, productId)
     const r = await readRedisBooks(redis, productId, group)
     metrics.streamPending.set({ product_id: productId }, r.unsettled.length)

@@ -7,7 +7,7 @@ import type { ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
 import { refreshSlots } from '../redis/connect.js'
 import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
-import { isRedirect, isRedisOutage } from '../redis/redis-errors.js'
+import { isNoGroup, isRedirect, isRedisOutage } from '../redis/redis-errors.js'
 import { isDurable, type ReplicaAcks } from '../redis/replica-acks.js'
 import { type MalformedEventError, type OrderEvent, parseOrderEvent } from './order-event.js'
 
@@ -142,22 +142,38 @@ export class StreamConsumer {
           salesAt = Date.now()
         }
         let worked = 0
+        let failure: { err: unknown } | undefined
+        // One sale's trouble (its master failing over, its stream gone) must not stop the others:
+        // each sale is polled on its own, and the round fails only after all were tried.
         for (const productId of sales) {
           if (this.#stopping) break
-          worked += await this.#poll(productId)
+          try {
+            worked += await this.#poll(productId)
+          } catch (err) {
+            // Nothing to read: the stream or its group is gone (a preload a failover dropped).
+            if (!isNoGroup(err)) failure ??= { err }
+          }
         }
-        backoffMs = 100
-        this.#inOutage = false
+        if (failure !== undefined && worked === 0) throw failure.err
+        if (failure !== undefined) this.#report(failure.err)
+        else {
+          backoffMs = 100
+          this.#inOutage = false
+        }
         if (worked === 0) await this.#idle(this.#o.idleMs)
       } catch (err) {
-        // Redis and sink outages are waited out, and said once; anything else is reported.
-        const outage = isRedisOutage(err) || err instanceof SinkUnavailableError
-        if (!outage || !this.#inOutage) this.#o.onError?.(err)
-        this.#inOutage ||= outage
+        this.#report(err)
         await this.#idle(backoffMs)
         backoffMs = Math.min(backoffMs * 2, 2_000)
       }
     }
+  }
+
+  /** Redis and sink outages are waited out, and said once; anything else is reported. */
+  #report(err: unknown): void {
+    const outage = isRedisOutage(err) || err instanceof SinkUnavailableError
+    if (!outage || !this.#inOutage) this.#o.onError?.(err)
+    this.#inOutage ||= outage
   }
 
   async #idle(ms: number): Promise<void> {

@@ -19,8 +19,26 @@ import { SqlSink } from './sql-sink.js'
 import { StreamConsumer } from './stream-consumer.js'
 import { UnitReturns } from './unit-returns.js'
 
-/** How long the worker waits for a replica to hold a batch before persisting it anyway. */
+/**
+ * How long one confirmation round of the worker waits for a replica; a batch not shown durable is
+ * held back and read again (stream-consumer.ts), never persisted anyway.
+ */
 const WORKER_WAIT_MS = 100
+
+/**
+ * Every sale the worker serves: Redis's registry (cheap) and SQL's sales (durable). The registry
+ * is one key on one master: a sale added while that master was cut off and then deposed is not in
+ * it (issue 20: a whole sale's orders were never read), but SQL has every sale that was created.
+ */
+export function allSaleIds(store: SaleStore, orders: OrderStore): () => Promise<string[]> {
+  return async () => {
+    const [inRedis, inSql] = await Promise.all([
+      store.saleIds().catch(() => [] as string[]),
+      orders.sales().then((rows) => rows.map((r) => r.product_id)),
+    ])
+    return [...new Set([...inRedis, ...inSql])].sort()
+  }
+}
 
 /**
  * `flash-sale worker`: persists orders from the sales' streams until SIGTERM/SIGINT, then finishes
@@ -53,6 +71,7 @@ export async function runWorker(
     onReturned: (product_id, reason, units) => metrics.unitsReturned.inc({ product_id, reason }, units),
   })
   const consumer = `${hostname()}-${process.pid}`
+  const saleIds = allSaleIds(store, orders)
   // QUEUE_URL: stream → relay → RabbitMQ → consumer → SQL, instead of stream → SQL.
   const amqp = config.queueUrl
     ? startAmqpPipeline(config, { redis, orders, store, metrics, consumer, acks, returns, onError })
@@ -69,16 +88,16 @@ export async function runWorker(
         acks,
         onError,
       })
-  worker?.start(() => store.saleIds())
+  worker?.start(saleIds)
   // Hold sales' expiry (issue 16): in every worker, one per sale at a time by kunci's lock.
   const sweeper = startHoldSweeper({ redis, db, returns, metrics, settings: config.holdSweep, log })
   const group = amqp ? RELAY_GROUP : WORKER_GROUP
   const gauges = setInterval(() => {
-    updateSaleGauges(redis, store, orders, metrics, group).catch(() => {})
+    updateSaleGauges(redis, saleIds, orders, metrics, group).catch(() => {})
   }, 2_000)
   // Returns a crash (or a Redis outage) left pending, every second: an indexed query that finds
   // nothing almost always. Idempotent, so every worker may run it at once.
-  const resume = startResumingReturns(store, returns, onError)
+  const resume = startResumingReturns(saleIds, returns, onError)
   const http = createServer((req, res) => {
     if (req.url === '/metrics') {
       void registry.metrics().then((t) => res.writeHead(200, { 'content-type': registry.contentType }).end(t))
@@ -162,7 +181,7 @@ export function startAmqpPipeline(
     onError: deps.onError,
   })
   consumer.start()
-  relay.start(() => deps.store.saleIds())
+  relay.start(allSaleIds(deps.store, deps.orders))
   return {
     relay,
     consumer,
@@ -180,7 +199,7 @@ export function startAmqpPipeline(
  * an earlier crash, a Redis outage or an unconfirmed replica left pending are finished.
  */
 export function startResumingReturns(
-  store: SaleStore,
+  saleIds: () => Promise<string[]>,
   returns: UnitReturns,
   onError: (err: unknown) => void,
   everyMs = 1_000,
@@ -190,7 +209,7 @@ export function startResumingReturns(
   let reported = false
   const run = async () => {
     try {
-      for (const productId of await store.saleIds()) {
+      for (const productId of await saleIds()) {
         if (stopped) return
         await returns.resumePending(productId)
       }

@@ -3,6 +3,7 @@ import { isSqlOutage } from '../db/database.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
 import { ApiError, type ApiErrorCode, HTTP_STATUS, unavailableError } from '../routes/api-error.js'
 import { HEADER_FIELDS, type SchemaRules } from '../routes/schemas.js'
+import { SaleNotDurableError } from '../sale/sale-store.js'
 
 export function sendError(reply: FastifyReply, err: ApiError): FastifyReply {
   if (err.retryAfterS !== undefined) reply.header('Retry-After', String(err.retryAfterS))
@@ -43,6 +44,7 @@ function fromFastify(err: FastifyError, request: FastifyRequest): ApiError | und
     return new ApiError('INVALID_REQUEST', 'body: not valid JSON', { field: 'body', rule: 'valid JSON' })
   }
   if (isRedisOutage(err)) return unavailableError('Redis is unreachable or failing over', 1, err)
+  if (err instanceof SaleNotDurableError) return unavailableError(err.message, 1, err)
   if (isSqlOutage(err)) return unavailableError('the database is unreachable', 2, err)
   if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
     const code = (Object.keys(HTTP_STATUS) as ApiErrorCode[]).find((c) => HTTP_STATUS[c] === err.statusCode)

@@ -53,3 +53,11 @@ export function isRedisOutage(err: unknown): boolean {
 export function isRedirect(err: unknown): boolean {
   return err instanceof Error && /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(err.message)
 }
+
+/**
+ * NOGROUP: the stream or its consumer group does not exist (a sale whose preload a failover
+ * dropped, or a sale reset between a read and the next): there is nothing to read there.
+ */
+export function isNoGroup(err: unknown): boolean {
+  return err instanceof Error && /^NOGROUP /.test(err.message)
+}

@@ -234,6 +234,10 @@ export class SaleStore {
         sale.holdSeconds ?? 0,
       ],
     )
+    // A sale created on a master that a failover is about to depose would vanish with it (its
+    // stream and group too): the admin is told to repeat the call instead (issue 20).
+    if (this.#acks && !isDurable(await this.#acks.confirmOutcome(k.ackMark)))
+      throw new SaleNotDurableError(sale.productId)
     await this.client.sadd(SALES_REGISTRY_KEY, sale.productId)
     this.#watch?.record(sale.productId, true)
     return Number(epoch)
@@ -538,5 +542,19 @@ export class SaleStore {
 
   async saleIds(): Promise<string[]> {
     return (await withTimeout(this.client.smembers(SALES_REGISTRY_KEY), READ_DEADLINE_MS)).sort()
+  }
+}
+
+/**
+ * A sale's preload ran on a master that could not show a replica holds it (nor that it is alone):
+ * a failover may drop it. The PUT answers 503; repeating it starts a new round on whichever master
+ * serves the sale by then.
+ */
+export class SaleNotDurableError extends ServiceError {
+  readonly code = 'E_SALE_NOT_DURABLE'
+  constructor(readonly productId: string) {
+    super(
+      `sale ${productId} was loaded on a Redis master that could not show a replica holds it (a partition or a failover under way); repeat the call`,
+    )
   }
 }
