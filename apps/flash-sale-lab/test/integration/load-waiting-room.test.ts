@@ -188,6 +188,13 @@ describe('runLoad through the waiting room, on the real stack', () => {
     const check = checkPhase(load, await settled(productId, load), STOCK)
     expect(check.violations).toEqual([])
     expect(check.persisted).toBe(STOCK)
+    // Each of the 40 buyers holds exactly the order its journey names, whether that order came in
+    // a 200 or (a double click's twin reserved it) in an ALREADY_PURCHASED naming it; the 80 others
+    // hold none.
+    const ledger = await readLedger(db, String(productId))
+    const held = new Map([...ledger.confirmed].map(([orderId, userId]) => [userId, orderId]))
+    const buyers = load.users.filter((u) => u.outcome === 'purchased')
+    expect(new Map(buyers.map((u) => [String(u.user_id), u.order_id]))).toEqual(held)
   }, 90_000)
 
   it('a sale without a room: every user is told NO_WAITING_ROOM after one join, and stops', async () => {
