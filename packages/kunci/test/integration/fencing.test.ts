@@ -6,7 +6,7 @@
 import { type NodeSet, startNodes } from '@kunci/topology'
 import { Redis } from 'ioredis'
 import { fencedUpdate, fencedWrite, InvalidOptionError, Redlock, readFenced } from 'kunci'
-import pg from 'pg'
+import type pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sleep } from '../support/nodes.js'
 import { connectPg } from '../support/pg.js'
