@@ -29,12 +29,16 @@ const WORKERS = 64
 /** Length of each measured window. */
 const WINDOW_MS = 2000
 /**
- * p99 of a GET to the master, on the client the locks use, while it has no replica. WAIT's own
- * timeout is 50 ms: a GET that queued behind even one WAIT on its connection would take longer,
- * so a p99 under it says fewer than 1 % of the GETs met a WAIT at all (before the fix every
- * GET waited behind the WAITs of every grant made before it: seconds).
+ * p99 of a GET to the master, on the client the locks use, while it has no replica. Before the
+ * fix every grant sent a WAIT of its own on that client, and every GET queued behind the WAITs of
+ * the grants made before it: 64 workers × 50 ms, seconds. That no WAIT rides the user's connection
+ * is shown exactly by the master's own count (every WAIT it ran is one of kunci's rounds, a
+ * handful per window, on their own connection: `waits === rounds.length` below). The latency
+ * bound is the symptom a user would see, set at 5 WAIT timeouts: the stall of WAITs stacking, not
+ * the scheduling of a machine whose other core is busy (73 ms seen beside a CPU-bound process,
+ * issue 22).
  */
-const GET_P99_MS = 50
+const GET_P99_MS = 5 * WAIT.timeoutMs
 /**
  * While the master has no replica: the round in flight when a grant asks (the one that finds the
  * replica gone, or a probe), and no other. Before the fix each grant sent a WAIT of its own.
@@ -289,6 +293,9 @@ describe.each(CLIENT_KINDS)('RedisLock waitForReplicas with $name', ({ name, mak
     const alone = await measure()
     report('no replica', alone)
     expect(alone.errors).toBe(0)
+    // (a) Only kunci's rounds ran WAIT on the master, at most one per probe interval (+ the one
+    // that found the replica gone): none on the connection the GETs use. Then the symptom.
+    expect(alone.waits).toBe(alone.rounds.length)
     expect(percentile(alone.getMs, 99)).toBeLessThan(GET_P99_MS)
     // No collapse: the grants that used to wait out one WAIT timeout each now wait for none.
     expect(alone.grantsPerS).toBeGreaterThan(healthy.grantsPerS / 2)
