@@ -49,4 +49,5 @@ if (missing.length > 0) {
   console.error('Then run the command again.')
   process.exit(1)
 }
-if (!process.env.KUNCI_QUIET) console.error(`[kunci] services reachable: ${SERVICES.map((s) => s.name).join(', ')}`)
+if (!process.env.KUNCI_QUIET)
+  console.error(`[kunci] services reachable: ${SERVICES.map((s) => s.name).join(', ')}`)
