@@ -20,7 +20,7 @@ import { Redis } from 'ioredis'
 import { type KunciClient, keySlot, RedisLock } from 'kunci'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CLIENT_KINDS, type ClientKind } from '../../support/clients.js'
-import { commandStats, until } from '../../support/nodes.js'
+import { commandStats, eventually, until } from '../../support/nodes.js'
 
 const WAIT = { replicas: 1, timeoutMs: 50 }
 /** The default `waitForReplicas.probeIntervalMs`: how often a master without replica is asked again. */
@@ -157,8 +157,13 @@ describe.each(CLIENT_KINDS)('RedisLock waitForReplicas with $name', ({ name, mak
   it('answers at once while the master has no replica, without stalling the client; waits again once it is back', async () => {
     const index = CLIENT_KINDS.findIndex((k) => k.name === name)
     const master = (await cluster.masters())[index]!
-    const replica = await cluster.replicaOf(master)
-    expect(replica).toBeDefined()
+    // The cluster's view can lack the replica for a moment after the start (flagged failing by a
+    // node that a busy machine did not schedule within cluster-node-timeout): wait for it.
+    const replica = await eventually(async () => {
+      const r = await cluster.replicaOf(master)
+      expect(r, `a replica of ${master.name} in the cluster's view`).toBeDefined()
+      return r
+    }, 30_000)
     const address = `${master.host}:${master.port}`
     const admin = new Redis({ port: master.port })
     const adminReplica = new Redis({ port: replica!.port, lazyConnect: true })
