@@ -166,6 +166,8 @@ describe('runLoad through the waiting room, on the real stack', () => {
 
   it('the same crowd straight to the checkout, before and after the opening: refusals retried, final answers kept', async () => {
     const productId = 9951
+    // Read before the sale is set up, so that the run starts right after it.
+    const before = await counter('flash_sale_checkout_requests_total')
     const opensAt = Date.now() + 1_000
     await stack.putSale({
       productId: String(productId),
@@ -173,7 +175,6 @@ describe('runLoad through the waiting room, on the real stack', () => {
       perUserLimit: 1,
       startsAt: new Date(opensAt),
     })
-    const before = await counter('flash_sale_checkout_requests_total')
     const load = await runLoad({ ...crowd(productId), mode: 'crowd' })
     expect(load.stopReason).toBe('completed')
     expect(load.users.map((u) => u.user_id)).toEqual(Array.from({ length: USERS }, (_, i) => i + 1))
