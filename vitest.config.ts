@@ -27,6 +27,7 @@ export default defineConfig({
             'packages/*/test/unit/**/*.test.ts',
             'apps/*/test/unit/**/*.test.ts',
             'deploy/test/**/*.test.ts',
+            'bench/test/**/*.test.ts',
           ],
           sequence: { groupOrder: 0 },
         },

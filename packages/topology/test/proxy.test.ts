@@ -18,15 +18,25 @@ describe('FaultProxy', () => {
     await set?.stop()
   })
 
-  it('is where clients connect', async () => {
-    expect(proxy).toBeDefined()
+  it('is where clients connect: node.port reaches the redis-server on serverPort through it', async () => {
     expect(node.port).toBe(proxy.port)
     expect(node.port).not.toBe(node.serverPort)
     const c = client(node.port)
+    const direct = client(node.serverPort)
     try {
-      expect(await c.ping()).toBe('PONG')
+      // The server behind node.port is the one listening on serverPort, and what is written
+      // through the proxy is what that server holds.
+      expect(await c.config('GET', 'port')).toEqual(['port', String(node.serverPort)])
+      await c.set('proxy:through', 'yes')
+      expect(await direct.get('proxy:through')).toBe('yes')
+      // And the proxy is in the path: cut it off, and node.port stops answering while the server
+      // itself still does.
+      proxy.blackhole(true)
+      expect(await settledWithin(c.ping(), 300)).toBe('pending')
+      expect(await direct.ping()).toBe('PONG')
     } finally {
       c.disconnect()
+      direct.disconnect()
     }
   })
 

@@ -5,9 +5,16 @@
 // - In a direct crowd a refusal is 429, 503, no answer, or 409 SALE_NOT_STARTED: a person who came
 //   for the opening clicks again. `repeatRatio` of the users do, up to `maxRetries` times, after
 //   `retryDelayMs` (or the think time). Every other answer is final. A retry keeps the
-//   Idempotency-Key, except after SALE_NOT_STARTED: the service keeps a key's first answer, 409s
-//   included (docs/flash-sale.md, "final refusals"), so the click after the opening is a new
-//   purchase with a new key.
+//   Idempotency-Key, SALE_NOT_STARTED included: the service keeps a key's final answers, not
+//   SALE_NOT_STARTED (docs/flash-sale.md, API), so the same key buys after the opening. A new key
+//   there was a second purchase: when the other click of a double click at the opening had
+//   reserved under the first key, the new key was told ALREADY_PURCHASED by the user's own order.
+// - A user who is told ALREADY_PURCHASED with an order id holds that order: they bought, in this
+//   journey (each user of a crowd run is a distinct id on a sale of its own), through a click whose
+//   answer the journey did not count (the other request of a double click, a lost answer, or a run
+//   without keys). The outcome is 'purchased', its order that order, the reason
+//   'already_purchased'; without an order id it stays 'already_purchased'. One outcome per user,
+//   so a user counts once however many of their requests reserved or replayed.
 // - In the room a user behaves as its page does: polls until a final state, checks out at once
 //   when admitted (a double click there too, one Idempotency-Key), retries a 503 or a lost answer
 //   with the same key, goes back to polling on 429 NOT_ADMITTED; `repeatRatio` and `maxRetries` do
@@ -91,6 +98,11 @@ async function wait(ctx: JourneyContext, user: LoadUser, ms: number, lastAnswer:
 }
 
 const orderIdOf = (a: Answer) => (typeof a.body?.order_id === 'string' ? a.body.order_id : null)
+/** The order an ALREADY_PURCHASED names (`error.order_id`), the user's own; null if none. */
+function ownOrderOf(a: Answer): string | null {
+  const error = a.body?.error as Record<string, unknown> | undefined
+  return typeof error?.order_id === 'string' ? error.order_id : null
+}
 
 /**
  * A checkout answer that ends the journey sets the outcome and returns true; a refusal to retry
@@ -104,7 +116,12 @@ function settled(ctx: JourneyContext, user: LoadUser, a: Answer): boolean {
   if (a.status === 429 || a.status >= 500 || a.code === 'SALE_NOT_STARTED') return false
   if (a.code === 'SOLD_OUT') return end(ctx, user, 'sold_out', a.code)
   if (a.code === 'INSUFFICIENT_FUNDS') return end(ctx, user, 'insufficient_funds', a.code)
-  if (a.code === 'ALREADY_PURCHASED') return end(ctx, user, 'already_purchased', a.code)
+  if (a.code === 'ALREADY_PURCHASED') {
+    const own = ownOrderOf(a)
+    if (own === null) return end(ctx, user, 'already_purchased', a.code)
+    user.order_id = own
+    return end(ctx, user, 'purchased', 'already_purchased')
+  }
   if (a.code === 'SALE_ENDED') return end(ctx, user, 'closed', 'sale_ended')
   return end(ctx, user, 'error', a.code ?? `HTTP_${a.status}`)
 }
@@ -137,8 +154,7 @@ const describe = (a: Answer | undefined) => (a === undefined ? 'no answer' : (a.
 /** 'crowd': straight to the checkout, refusals retried as the options say. */
 export async function directJourney(ctx: JourneyContext, user: LoadUser): Promise<void> {
   const o = ctx.options
-  const newKey = () => keyHeader(o.idempotencyKeys ? randomUUID() : undefined)
-  let headers = newKey()
+  const headers = keyHeader(o.idempotencyKeys ? randomUUID() : undefined)
   const doubleClick = Math.random() < o.doubleClickRatio
   const retries = Math.random() < o.repeatRatio
   for (let attempt = 0; ; attempt++) {
@@ -147,7 +163,6 @@ export async function directJourney(ctx: JourneyContext, user: LoadUser): Promis
       if (o.afterReserved && user.outcome === 'purchased' && isHeld(a)) await afterReserved(ctx, user)
       return
     }
-    if (a?.code === 'SALE_NOT_STARTED') headers = newKey()
     if (!retries || attempt >= o.maxRetries) {
       end(ctx, user, 'gave_up', describe(a))
       return

@@ -39,10 +39,13 @@ export type LoadOp = 'checkout' | 'join' | 'poll' | 'pay' | 'cancel'
 
 /**
  * How a user of a crowd run ended:
- * - 'purchased': a checkout answered 200/202 (or the room said `closed`, reason `purchased`);
+ * - 'purchased': a checkout answered 200/202 (or the room said `closed`, reason `purchased`), or
+ *   409 ALREADY_PURCHASED naming the user's own order (`reason` 'already_purchased': one of the
+ *   user's requests reserved and its answer was not the one counted, e.g. a double click's other
+ *   request);
  * - 'sold_out': 409 SOLD_OUT, or the room's status `sold_out`;
  * - 'insufficient_funds': 402 INSUFFICIENT_FUNDS at the checkout (redlock charges there);
- * - 'already_purchased': 409 ALREADY_PURCHASED;
+ * - 'already_purchased': 409 ALREADY_PURCHASED without an order id (the service always names one);
  * - 'closed': the sale ended, or the room closed the place (`reason`: sale_ended, dropped, admission_expired);
  * - 'gave_up': still refused (429/503/no answer, or not admitted) after patienceMs or maxRetries;
  * - 'error': an answer no user can act on (`reason`: its error code, e.g. NO_WAITING_ROOM, INVALID_TICKET);

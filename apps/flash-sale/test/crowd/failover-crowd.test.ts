@@ -58,8 +58,10 @@ describe.each<Durability>(['replica', 'none'])(
     )
     const base = durability === 'replica' ? 7100 : 7200
 
+    // The two ends of the crowd's size, per durability. (200 clients, the middle, ran here too
+    // until issue 22: 11 s each that showed nothing the two ends do not; the demo test's retry
+    // storm, 100 clients, floods across the same kill with durability replica.)
     it.each([
-      { clients: 200, n: 1 },
       { clients: 50, n: 2 },
       { clients: 500, n: 3 },
     ])(

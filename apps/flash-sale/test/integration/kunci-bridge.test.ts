@@ -32,8 +32,20 @@ function connect(): Redis[] {
   return cs
 }
 
+/** The persistence warnings each manager was given, by node index. */
+const persistenceWarnings = new Map<Redlock, number[]>()
+
 function manager(): Redlock {
-  const m = new Redlock({ clients: connect(), nodeTimeoutMs: 200, maxTtlMs: MAX_TTL_MS, onWarning: () => {} })
+  const nodes: number[] = []
+  const m = new Redlock({
+    clients: connect(),
+    nodeTimeoutMs: 200,
+    maxTtlMs: MAX_TTL_MS,
+    onWarning: (w) => {
+      if (w.code === 'KUNCI_W_PERSISTENCE') nodes.push(w.node)
+    },
+  })
+  persistenceWarnings.set(m, nodes)
   managers.push(m)
   return m
 }
@@ -75,19 +87,22 @@ describe('kunci bridge', () => {
   let b: Redlock
 
   it('counts the persistence warnings of nodes without AOF; the quarantine gauge falls back to 0', async () => {
+    const persistence = () => value('kunci_lock_warnings_total', { code: 'KUNCI_W_PERSISTENCE' })
+    const sorted = (m: Redlock) => [...persistenceWarnings.get(m)!].sort()
     a = manager()
-    // Nodes without AOF are weaker than the default persistence 'always': one warning per node.
-    await until(
-      '3 persistence warnings',
-      async () => (await value('kunci_lock_warnings_total', { code: 'KUNCI_W_PERSISTENCE' })) >= 3,
-    )
+    // Nodes without AOF are weaker than the default persistence 'always': one warning per node
+    // (per run of the node), so exactly nodes 0, 1, 2 once each, and the counter says 3.
+    await until('a warning from each of the 3 nodes', async () => new Set(sorted(a)).size === 3)
     await until('quarantine over', async () => (await value('kunci_lock_nodes_quarantined')) === 0)
+    expect(sorted(a)).toEqual([0, 1, 2])
+    expect(await persistence()).toBe(3)
+    // A second manager checks the same nodes for itself: 3 more, 6 in all, none repeated.
     b = manager()
-    await until(
-      'warnings for the second manager',
-      async () => (await value('kunci_lock_warnings_total', { code: 'KUNCI_W_PERSISTENCE' })) >= 6,
-    )
+    await until('a warning from each node to the second manager', async () => new Set(sorted(b)).size === 3)
     await until('quarantine over', async () => (await value('kunci_lock_nodes_quarantined')) === 0)
+    expect(sorted(b)).toEqual([0, 1, 2])
+    expect(sorted(a)).toEqual([0, 1, 2])
+    expect(await persistence()).toBe(6)
   })
 
   it('counts an acquire and observes its latency', async () => {

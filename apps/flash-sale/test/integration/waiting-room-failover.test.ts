@@ -115,8 +115,11 @@ describe('waiting room: the sale’s master killed during admission', () => {
           failed.map((a) => [a.status, a.body.error?.code, rel(a.sentAt), rel(a.at)]).slice(-30),
         ),
     )
+    // Every failure is the failover's: answered after the kill (a poll still in flight then, however
+    // long it had waited for one of the 64 connections on a busy machine: `sentAt` is when the page
+    // asked, not when the request reached the service), and within 10 s of the promotion.
     for (const a of failed) {
-      expect(a.sentAt).toBeGreaterThan(killedAt - 1_000)
+      expect(a.at, `a ${a.status} answered ${rel(a.at)} s after the kill`).toBeGreaterThan(killedAt)
       expect(a.at).toBeLessThan(promotedAt + 10_000)
     }
 

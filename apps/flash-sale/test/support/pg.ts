@@ -7,7 +7,13 @@ export const PG_ADMIN_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.
 export async function createTestDatabase(prefix = 'fs'): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `${prefix}_${randomBytes(6).toString('hex')}`
   const admin = new pg.Client({ connectionString: PG_ADMIN_URL })
-  await admin.connect()
+  await admin.connect().catch((err: unknown) => {
+    throw new Error(
+      `PostgreSQL is not reachable at ${PG_ADMIN_URL} (set TEST_PG_URL for another server).\n` +
+        '  Debian/Ubuntu: sudo apt-get install -y postgresql && sudo service postgresql start',
+      { cause: err },
+    )
+  })
   try {
     await admin.query(`CREATE DATABASE ${name}`)
   } finally {

@@ -43,6 +43,8 @@ export interface CrowdOptions {
   cycle?: boolean
   /** The crowd stops (each client after its request in flight) once this resolves or aborts. */
   stop: AbortSignal
+  /** Told of every request as its answer (or failure) arrives, e.g. to wait until sales flow. */
+  onRequest?: (r: CrowdRequest) => void
 }
 
 export interface CrowdResult {
@@ -123,6 +125,7 @@ export async function runRetryingCrowd(o: CrowdOptions): Promise<CrowdResult> {
       for (let retries = 0; ; retries++) {
         const r = await attempt(userId, key)
         requests.push(r)
+        o.onRequest?.(r)
         if (r.status !== 0 && r.status !== 429 && r.status !== 503) {
           finals.push({
             userId,

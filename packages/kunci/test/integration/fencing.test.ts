@@ -1,13 +1,15 @@
 /**
  * The resource side of fencing: a holder whose lock expired (it stalled) is rejected by the
- * protected resource, in Redis (fencedWrite) and in SQL (fencedUpdate on real PostgreSQL).
+ * protected resource, in Redis (fencedWrite) and in SQL (fencedUpdate on real PostgreSQL: TEST_PG_URL,
+ * else the local server; it must be there, see support/pg.ts).
  */
 import { type NodeSet, startNodes } from '@kunci/topology'
 import { Redis } from 'ioredis'
 import { fencedUpdate, fencedWrite, InvalidOptionError, Redlock, readFenced } from 'kunci'
-import pg from 'pg'
+import type pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sleep } from '../support/nodes.js'
+import { connectPg } from '../support/pg.js'
 
 let nodes: NodeSet
 let clients: Redis[]
@@ -55,14 +57,14 @@ describe('fencedWrite (data in Redis)', () => {
   })
 })
 
-const pool = new pg.Pool({ host: '127.0.0.1', port: 5432, user: 'postgres', database: 'test', max: 2 })
-const pgUp = await pool.query('select 1').then(
-  () => true,
-  () => false,
-)
-afterAll(() => pool.end())
+describe('fencedUpdate (data in PostgreSQL)', () => {
+  // Required, like Redis: no PostgreSQL fails here with the command that installs it.
+  let pool: pg.Pool
+  beforeAll(async () => {
+    pool = await connectPg()
+  })
+  afterAll(() => pool?.end())
 
-describe.skipIf(!pgUp)('fencedUpdate (data in PostgreSQL)', () => {
   it('UPDATE … WHERE fence < $t changes the row for the newer holder only', async () => {
     const table = `kunci_fence_${process.pid}`
     await pool.query(

@@ -20,7 +20,7 @@ import { Redis } from 'ioredis'
 import { type KunciClient, keySlot, RedisLock } from 'kunci'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CLIENT_KINDS, type ClientKind } from '../../support/clients.js'
-import { commandStats, until } from '../../support/nodes.js'
+import { commandStats, eventually, until } from '../../support/nodes.js'
 
 const WAIT = { replicas: 1, timeoutMs: 50 }
 /** The default `waitForReplicas.probeIntervalMs`: how often a master without replica is asked again. */
@@ -29,12 +29,16 @@ const WORKERS = 64
 /** Length of each measured window. */
 const WINDOW_MS = 2000
 /**
- * p99 of a GET to the master, on the client the locks use, while it has no replica. WAIT's own
- * timeout is 50 ms: a GET that queued behind even one WAIT on its connection would take longer,
- * so a p99 under it says fewer than 1 % of the GETs met a WAIT at all (before the fix every
- * GET waited behind the WAITs of every grant made before it: seconds).
+ * p99 of a GET to the master, on the client the locks use, while it has no replica. Before the
+ * fix every grant sent a WAIT of its own on that client, and every GET queued behind the WAITs of
+ * the grants made before it: 64 workers × 50 ms, seconds. That no WAIT rides the user's connection
+ * is shown exactly by the master's own count (every WAIT it ran is one of kunci's rounds, a
+ * handful per window, on their own connection: `waits === rounds.length` below). The latency
+ * bound is the symptom a user would see, set at 5 WAIT timeouts: the stall of WAITs stacking, not
+ * the scheduling of a machine whose other core is busy (73 ms seen beside a CPU-bound process,
+ * issue 22).
  */
-const GET_P99_MS = 50
+const GET_P99_MS = 5 * WAIT.timeoutMs
 /**
  * While the master has no replica: the round in flight when a grant asks (the one that finds the
  * replica gone, or a probe), and no other. Before the fix each grant sent a WAIT of its own.
@@ -153,8 +157,13 @@ describe.each(CLIENT_KINDS)('RedisLock waitForReplicas with $name', ({ name, mak
   it('answers at once while the master has no replica, without stalling the client; waits again once it is back', async () => {
     const index = CLIENT_KINDS.findIndex((k) => k.name === name)
     const master = (await cluster.masters())[index]!
-    const replica = await cluster.replicaOf(master)
-    expect(replica).toBeDefined()
+    // The cluster's view can lack the replica for a moment after the start (flagged failing by a
+    // node that a busy machine did not schedule within cluster-node-timeout): wait for it.
+    const replica = await eventually(async () => {
+      const r = await cluster.replicaOf(master)
+      expect(r, `a replica of ${master.name} in the cluster's view`).toBeDefined()
+      return r
+    }, 30_000)
     const address = `${master.host}:${master.port}`
     const admin = new Redis({ port: master.port })
     const adminReplica = new Redis({ port: replica!.port, lazyConnect: true })
@@ -289,6 +298,9 @@ describe.each(CLIENT_KINDS)('RedisLock waitForReplicas with $name', ({ name, mak
     const alone = await measure()
     report('no replica', alone)
     expect(alone.errors).toBe(0)
+    // (a) Only kunci's rounds ran WAIT on the master, at most one per probe interval (+ the one
+    // that found the replica gone): none on the connection the GETs use. Then the symptom.
+    expect(alone.waits).toBe(alone.rounds.length)
     expect(percentile(alone.getMs, 99)).toBeLessThan(GET_P99_MS)
     // No collapse: the grants that used to wait out one WAIT timeout each now wait for none.
     expect(alone.grantsPerS).toBeGreaterThan(healthy.grantsPerS / 2)
