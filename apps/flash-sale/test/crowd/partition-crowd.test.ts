@@ -52,9 +52,9 @@ const CONFIGS: Config[] = [
       'b',
       'd',
     ],
-    base: 8100,
+    base: 810_000,
   },
-  { nodeTimeoutMs: 15_000, kinds: ['a', 'b', 'e', 'd'], base: 8200 },
+  { nodeTimeoutMs: 15_000, kinds: ['a', 'b', 'e', 'd'], base: 820_000 },
 ]
 
 interface OrderRow {
@@ -109,7 +109,12 @@ describe.each(CONFIGS)('partitions at cluster-node-timeout $nodeTimeoutMs ms', (
     const stop = new AbortController()
     try {
       const openSale = async () => {
-        const productId = String(config.base + sales.length)
+        // Every sale in the first shard's slots (0–5460), so that whichever sale is being sold when
+        // a fault starts, the sales after it are on the same master (or its promoted replica):
+        // each fault hits the master taking the reservations, for as long as it lasts.
+        let n = config.base + (sales.length === 0 ? 0 : Number(sales.at(-1)) - config.base + 1)
+        while (keySlot(`{sale:${n}}:stock`) > 5460) n++
+        const productId = String(n)
         // A partition may make the new sale's slot answer 503 for a moment: retry.
         await until(
           () =>
