@@ -133,7 +133,11 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
   } else if (config.strategy === 'naive') {
     strategy = new NaiveStrategy(store)
   } else {
-    strategy = new LuaStrategy(store, { durability: config.durability, snapshots })
+    strategy = new LuaStrategy(store, {
+      durability: config.durability,
+      snapshots,
+      holdsUnit: (orderId) => orders.holdsUnit(orderId),
+    })
   }
   const waitingRoom = new WaitingRoom(
     new RoomStore(redis, acks),

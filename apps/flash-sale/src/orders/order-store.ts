@@ -487,6 +487,15 @@ export class OrderStore {
     return r.rows[0]
   }
 
+  /** Does SQL hold this order with a unit (confirmed, paid, or reserved until paid)? */
+  async holdsUnit(orderId: string): Promise<boolean> {
+    const r = await this.db.query(
+      `SELECT 1 FROM orders WHERE order_id = $1 AND status IN ('confirmed', 'paid', 'reserved')`,
+      [orderId],
+    )
+    return (r.rowCount ?? 0) > 0
+  }
+
   // Idempotency keys of the `redlock` strategy: the first request claims the key, the others wait
   // for its stored answer.
 

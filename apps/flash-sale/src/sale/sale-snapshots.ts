@@ -39,6 +39,8 @@ interface Known {
   /** Loaded once the sale is sold out at `epoch`; undefined while loading or over the bound. */
   state: SaleState | undefined
   loading: boolean
+  /** A load found the state not durable: the next load not before this (Date.now()). */
+  retryAt?: number
 }
 
 /**
@@ -181,7 +183,7 @@ export class SaleSnapshots {
 
   #soldOut(productId: string, k: Known): void {
     k.soldOut = true
-    if (k.loading) return
+    if (k.loading || (k.retryAt !== undefined && Date.now() < k.retryAt)) return
     k.loading = true
     void this.#store.state(productId, this.#o.maxBuyers).then(
       (state) => {
@@ -190,6 +192,13 @@ export class SaleSnapshots {
         if (this.#sales.get(productId) !== k || state === undefined) return
         if (state.epoch !== k.epoch || state.remaining > 0) {
           this.#sales.delete(productId)
+          return
+        }
+        // Read on a master that could not show its buyers are durable (cut off from its replica):
+        // not a snapshot to answer from. The next batch that sees the sale sold out reads again,
+        // at most once a second.
+        if (!state.durable) {
+          k.retryAt = Date.now() + 1_000
           return
         }
         k.roomGen = state.roomGen

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import { Script } from 'kunci'
 import type { PaymentMode, ReturnReason } from '../domain/order-states.js'
 import { isReserveCode, type ReserveCode } from '../domain/refusals.js'
@@ -72,6 +73,8 @@ export interface ReserveReply {
    * instant sales and for replays (SaleStore.payBy reads a replay's from its status).
    */
   payByMs?: number
+  /** The sale holds its orders until paid (hold_seconds > 0): a replay's pay_by is read again. */
+  hold?: boolean
 }
 
 export interface ReserveInput {
@@ -104,7 +107,7 @@ export interface RefuseInput {
  */
 export type RefuseReply =
   | { code: 'STALE' }
-  | { code: ReserveCode; orderId: string; replayed: boolean; replicated: boolean }
+  | { code: ReserveCode; orderId: string; replayed: boolean; replicated: boolean; durable?: boolean }
 
 /** What an instance needs to answer a sold-out sale from memory (sale/sale-snapshots.ts). */
 export interface SaleState {
@@ -117,6 +120,12 @@ export interface SaleState {
   roomGen: string
   /** user → { count, last order }; undefined when there are more than the bound asked for. */
   buyers: Map<string, { count: number; lastOrderId: string }> | undefined
+  /**
+   * With replica acknowledgements: whether what was read was shown durable after the read (a
+   * replica holds it, or the master is alone). A snapshot of a master cut off from its replica
+   * would answer ALREADY_PURCHASED with orders a failover may drop (issue 20).
+   */
+  durable: boolean
 }
 
 interface Pending<I, R> {
@@ -297,6 +306,22 @@ export class SaleStore {
     return this.#reserves.add(input.productId, input)
   }
 
+  /**
+   * Waits at most `withinMs` for the sale's master to be shown durable (a replica holds what it
+   * answered, or it is alone): true once it is, false if not within the time. Without replica
+   * acknowledgements: true. For an answer that names an order (ALREADY_PURCHASED) while a replica
+   * resyncs after rejoining, which takes about a second.
+   */
+  async waitDurable(productId: string, withinMs: number): Promise<boolean> {
+    if (!this.#acks) return true
+    const deadline = performance.now() + withinMs
+    for (;;) {
+      if (isDurable(await this.#acks.confirmOutcome(saleKeys(productId).ackMark))) return true
+      if (performance.now() + 100 > deadline) return false
+      await sleep(100)
+    }
+  }
+
   /** A snapshot's refusal for a checkout with an Idempotency-Key, recorded first (refuse.lua). */
   refuse(input: RefuseInput): Promise<RefuseReply> {
     return this.#refusals.add(input.productId, input)
@@ -365,6 +390,7 @@ export class SaleStore {
           replicated: false,
         }
         if (payByMs !== undefined && code === 'RESERVED' && !reply.replayed) reply.payByMs = payByMs
+        if (holdSeconds > 0) reply.hold = true
         // ALREADY_PURCHASED names the user's order from the buyer record: shown durable first too.
         if ((code === 'RESERVED' || code === 'ALREADY_PURCHASED') && this.#acks) reserved.push([item, reply])
         else item.resolve(reply)
@@ -416,12 +442,16 @@ export class SaleStore {
             replayed: Number(raw[i * 3 + 2]) === 1,
             replicated: false,
           }
-          if (code === 'RESERVED' && this.#acks) reserved.push([item, reply])
+          // The key's recorded answer names an order: shown durable first, as in #reserve.
+          if ((code === 'RESERVED' || code === 'ALREADY_PURCHASED') && this.#acks)
+            reserved.push([item, reply])
           else item.resolve(reply)
         }
         if (reserved.length > 0) {
-          const replicated = await this.#acks!.confirm(k.ackMark)
-          for (const [item, reply] of reserved) item.resolve({ ...reply, replicated })
+          const outcome = await this.#acks!.confirmOutcome(k.ackMark)
+          const replicated = outcome === 'acked'
+          const durable = isDurable(outcome)
+          for (const [item, reply] of reserved) item.resolve({ ...reply, replicated, durable })
         }
       }
     }
@@ -466,7 +496,9 @@ export class SaleStore {
         cursor = next
       } while (cursor !== '0')
     }
+    const durable = this.#acks ? isDurable(await this.#acks.confirmOutcome(k.ackMark)) : true
     return {
+      durable,
       epoch: Number(meta[0] ?? 0),
       remaining,
       startsAtMs: Number(meta[1] ?? 0),

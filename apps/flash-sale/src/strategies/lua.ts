@@ -14,6 +14,9 @@ import type {
 } from './strategy.js'
 import { refused } from './strategy.js'
 
+/** How long an ALREADY_PURCHASED may wait for its buyer record to be shown durable before 503. */
+const UNCONFIRMED_PURCHASE_WAIT_MS = 800
+
 /**
  * The default: reserve.lua on the sale's slot does the whole reservation, for every checkout of
  * one event-loop turn in one call; the order goes to SQL through the sale's stream. With
@@ -33,7 +36,15 @@ export class LuaStrategy implements CheckoutStrategy {
   readonly #roomGens = new Map<string, string>()
   constructor(
     readonly store: SaleStore,
-    readonly options: { durability: Durability; snapshots?: SaleSnapshots },
+    readonly options: {
+      durability: Durability
+      snapshots?: SaleSnapshots
+      /**
+       * Does SQL hold this order with a unit? Asked only for an ALREADY_PURCHASED whose buyer
+       * record could not be shown durable: an order SQL holds was durable when the worker took it.
+       */
+      holdsUnit?: (orderId: string) => Promise<boolean>
+    },
   ) {}
 
   async checkout(req: CheckoutRequest): Promise<CheckoutOutcome> {
@@ -47,9 +58,13 @@ export class LuaStrategy implements CheckoutStrategy {
         orderId: newOrderId(req.productId),
         roomGen: req.roomGen ?? '',
       })
+      if (reply.code === 'ALREADY_PURCHASED' && reply.durable === false)
+        return this.#unconfirmedPurchase(req, reply.orderId)
       const outcome = this.#outcome(req, reply)
       // A replayed reservation of a hold sale: its pay_by is that of the first answer.
-      if (outcome.ok === true && outcome.replayed) return this.#withPayBy(req.productId, outcome)
+      // (An instant sale has no pay_by: no read, which during a failover could outlast the deadline.)
+      if (outcome.ok === true && outcome.replayed && reply.hold)
+        return this.#withPayBy(req.productId, outcome)
       return outcome
     } catch (err) {
       if (err instanceof TimeoutError)
@@ -88,7 +103,24 @@ export class LuaStrategy implements CheckoutStrategy {
         replayed: true,
       })
     }
+    if (recorded.code === 'ALREADY_PURCHASED' && recorded.durable === false)
+      return this.#unconfirmedPurchase(req, recorded.orderId)
     return refused(saleRefusal(recorded.code, req.productId, recorded.orderId))
+  }
+
+  /**
+   * ALREADY_PURCHASED from a buyer record that could not be shown durable (the master may be cut
+   * off from its replica and about to be deposed: the order it names may not survive, issue 20).
+   * If SQL holds that order, it was durable when the worker took it: the answer stands. Otherwise
+   * 503: the user retries in a second, when a replica holds it or the promoted master answers from
+   * what it holds.
+   */
+  async #unconfirmedPurchase(req: CheckoutRequest, orderId: string): Promise<CheckoutOutcome> {
+    const inSql = await this.options.holdsUnit?.(orderId).catch(() => false)
+    // Not in SQL yet: a replica that is resyncing after it rejoined holds it within about a second.
+    if (inSql || (await this.store.waitDurable(req.productId, UNCONFIRMED_PURCHASE_WAIT_MS)))
+      return refused(saleRefusal('ALREADY_PURCHASED', req.productId, orderId))
+    return refused(unavailable("the sale's Redis master cannot show yet that your earlier order is kept", 1))
   }
 
   /** A replay answers the pay_by of the reservation it repeats (read from Redis: hold sales only). */
@@ -105,13 +137,6 @@ export class LuaStrategy implements CheckoutStrategy {
       else this.#roomGens.set(req.productId, reply.roomGen)
     }
     if (reply.code === 'ROOM_CHECK') return { ok: 'gate' }
-    // The order ALREADY_PURCHASED would name is on a master that may be cut off from its replica
-    // and about to be deposed: that order may not survive. The user retries in a second, when
-    // either a replica holds it or the promoted master answers from what it holds (issue 20).
-    if (reply.code === 'ALREADY_PURCHASED' && reply.durable === false && this.options.durability !== 'none')
-      return refused(
-        unavailable("the sale's Redis master cannot show yet that your earlier order is kept", 1),
-      )
     if (reply.code !== 'RESERVED') return refused(saleRefusal(reply.code, req.productId, reply.orderId))
     return {
       ok: true,

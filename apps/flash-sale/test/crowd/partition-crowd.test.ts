@@ -235,6 +235,12 @@ describe.each(CONFIGS)('partitions at cluster-node-timeout $nodeTimeoutMs ms', (
         return s === 'confirmed' || s === 'paid'
       }
       const broken: string[] = []
+      /** Where a request falls among the faults, for a failure's message. */
+      const where = (r: SaleRequest) => {
+        const f = [...done].reverse().find((x) => x.startedAt <= r.sentAt) ?? done[0]!
+        const at = (t: number | undefined) => (t === undefined ? '-' : `${r.sentAt - t}`)
+        return `${r.url ? 'solo' : 'main'} ${r.status} ${r.code ?? ''} ${Math.round(r.ms)}/${r.serverMs ?? '-'} ms, sent ${at(f.startedAt)} ms after ${f.kind} started (promoted ${at(f.promotedAt)}, healed ${at(f.healedAt)}, recovered ${at(f.recoveredAt)})`
+      }
       const ok = requests.filter((r) => r.status === 200)
       const lost200 = ok.filter((r) => !live(r.orderId))
       if (lost200.length > 0)
@@ -283,19 +289,23 @@ describe.each(CONFIGS)('partitions at cluster-node-timeout $nodeTimeoutMs ms', (
         )
       const droppedOutside = dropped.filter((r) => !inFailover(r))
       if (droppedOutside.length > 0)
-        broken.push(`${droppedOutside.length} 202s dropped outside any failover window`)
+        broken.push(
+          `${droppedOutside.length} 202s dropped outside any failover window: ${droppedOutside.slice(0, 3).map(where).join('; ')}`,
+        )
       // Answers: no 5xx but 503, no hang, every answer within its deadline.
       const statuses: Record<string, number> = {}
       for (const r of requests) statuses[r.status] = (statuses[r.status] ?? 0) + 1
       if (Object.keys(statuses).some((s) => !['200', '202', '409', '429', '503'].includes(s)))
         broken.push(
-          `answers outside 200/202/409/429/503 (0 = no answer in 10 s): ${JSON.stringify(statuses)}`,
+          `answers outside 200/202/409/429/503 (0 = no answer in 10 s): ${JSON.stringify(statuses)}: ${requests
+            .filter((r) => !['200', '202', '409', '429', '503'].includes(String(r.status)))
+            .slice(0, 3)
+            .map(where)
+            .join('; ')}`,
         )
       const slow = requests.filter((r) => (r.serverMs ?? 0) > DEADLINE_MS)
       if (slow.length > 0)
-        broken.push(
-          `${slow.length} answers past the deadline (slowest ${Math.max(...slow.map((r) => r.serverMs!))} ms)`,
-        )
+        broken.push(`${slow.length} answers past the deadline: ${slow.slice(0, 3).map(where).join('; ')}`)
       // Answering again within 5 s of each promotion (or heal, for the instance that was cut off).
       const recovery: string[] = []
       for (const [i, f] of done.entries()) {
@@ -314,7 +324,7 @@ describe.each(CONFIGS)('partitions at cluster-node-timeout $nodeTimeoutMs ms', (
             )
           if (notAnswered.length > 0)
             broken.push(
-              `fault ${i} (${f.kind}), ${url ? 'solo' : 'main'}: ${notAnswered.length} of ${late.length} requests after the bound not answered (e.g. ${notAnswered[0]!.status} ${notAnswered[0]!.code})`,
+              `fault ${i} (${f.kind}), ${url ? 'solo' : 'main'}: ${notAnswered.length} of ${late.length} requests after the bound not answered: ${notAnswered.slice(0, 3).map(where).join('; ')}`,
             )
         }
       }
