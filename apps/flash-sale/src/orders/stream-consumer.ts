@@ -192,6 +192,7 @@ export class StreamConsumer {
     const now = Date.now()
     if (now - (this.#lastClaim.get(productId) ?? 0) >= this.#o.claimIdleMs / 2) {
       this.#lastClaim.set(productId, now)
+      const servedBy = this.#o.acks?.nodeOf(k.ackMark)
       const reply = (await this.#o.redis.xautoclaim(
         k.orders,
         this.#o.group,
@@ -203,7 +204,7 @@ export class StreamConsumer {
       )) as [string, (Entry | null)[], string[]?]
       const claimed = (reply[1] ?? []).filter((e): e is Entry => Array.isArray(e))
       // A dead consumer's events are no more durable than they were when it read them.
-      if (claimed.length > 0 && !(await this.#durable(productId))) return 0
+      if (claimed.length > 0 && !(await this.#durable(productId, servedBy))) return 0
       if (claimed.length > 0) return this.#process(productId, claimed, true)
     }
     const fresh = await this.#read(productId, '>')
@@ -214,6 +215,8 @@ export class StreamConsumer {
   async #read(productId: string, from: '0' | '>'): Promise<Entry[] | undefined> {
     const k = saleKeys(productId)
     let reply: [string, Entry[]][] | null
+    // The node the read goes to: only a round on that same node shows its entries durable.
+    const servedBy = this.#o.acks?.nodeOf(k.ackMark)
     try {
       reply = (await this.#o.redis.xreadgroup(
         'GROUP',
@@ -240,14 +243,18 @@ export class StreamConsumer {
     // deposed: what it alone holds is not handed to SQL. The events stay pending in the group
     // (this consumer reads them again first) until a replica holds them or the Cluster shows the
     // master alone; a failover that drops them drops them from the group too.
-    if (live.length > 0 && !(await this.#durable(productId))) return undefined
+    if (live.length > 0 && !(await this.#durable(productId, servedBy))) return undefined
     return live
   }
 
   /** Are the events read on the sale's master shown durable (acked, or the master alone)? */
-  async #durable(productId: string): Promise<boolean> {
+  async #durable(productId: string, servedBy: string | undefined): Promise<boolean> {
     if (!this.#o.acks) return true
-    if (isDurable(await this.#o.acks.confirmOutcome(saleKeys(productId).ackMark))) return true
+    if (
+      servedBy !== undefined &&
+      isDurable(await this.#o.acks.confirmOutcome(saleKeys(productId).ackMark, servedBy))
+    )
+      return true
     this.#o.metrics?.unconfirmedReads.inc({ product_id: productId })
     return false
   }

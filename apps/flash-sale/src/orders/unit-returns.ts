@@ -40,13 +40,19 @@ export class UnitReturns {
     const done: string[] = []
     const counted: string[] = []
     for (const [round, list] of groupBy(orders, (o) => o.round)) {
+      const servedBy = acks?.nodeOf(saleKeys(productId).ackMark)
       const reply = await store.returnUnits(productId, round, list)
       // Only once a replica holds the return (when one should): otherwise it stays pending and is
       // run again, which returns it on the promoted master if the failover lost it. A master the
       // Cluster's majority shows alone (promoted, its old master failed) is the only copy there
       // is: the return is done there. A master that merely got no acknowledgement may be cut off
       // from its replica and about to be deposed (issue 20): the return stays pending.
-      if (acks && !isDurable(await acks.confirmOutcome(saleKeys(productId).ackMark))) continue
+      if (
+        acks &&
+        (servedBy === undefined ||
+          !isDurable(await acks.confirmOutcome(saleKeys(productId).ackMark, servedBy)))
+      )
+        continue
       for (const [i, o] of list.entries()) {
         const outcome = reply.outcomes[i]
         done.push(o.orderId)

@@ -121,8 +121,18 @@ export class ReplicaAcks {
    * slot before this call; false if that could not be shown within the timeout, or at once if the
    * node is known to have no replica. Never rejects; takes at most timeoutMs + 500 ms.
    */
-  async confirm(markerKey: string): Promise<boolean> {
-    return (await this.confirmOutcome(markerKey)) === 'acked'
+  async confirm(markerKey: string, servedBy?: string): Promise<boolean> {
+    return (await this.confirmOutcome(markerKey, servedBy)) === 'acked'
+  }
+
+  /**
+   * The node (`host:port`) serving `key`'s slot as the client routes it now. Taken just before the
+   * writes to confirm and passed to confirmOutcome as `servedBy`: a round that would go to another
+   * node (the slot moved, a failover was followed) says nothing about those writes (issue 20: a
+   * promoted replica, alone, "confirmed" what the deposed master had answered).
+   */
+  nodeOf(key: string): string | undefined {
+    return this.#closed ? undefined : this.#route.nodeOf(key)
   }
 
   /**
@@ -131,9 +141,9 @@ export class ReplicaAcks {
    * what the worker needs before persisting and a return before it counts as done; anything else
    * could be taken back by the next failover: try again later.
    */
-  confirmOutcome(markerKey: string): Promise<AckOutcome> {
+  confirmOutcome(markerKey: string, servedBy?: string): Promise<AckOutcome> {
     const node = this.#closed ? undefined : this.#route.nodeOf(markerKey)
-    if (node === undefined) return this.#answer('error')
+    if (node === undefined || (servedBy !== undefined && node !== servedBy)) return this.#answer('error')
     let st = this.#nodes.get(node)
     if (st === undefined) {
       st = {

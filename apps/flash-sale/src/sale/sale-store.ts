@@ -67,6 +67,8 @@ export interface ReserveReply {
    * off from its replica may name an order that the next failover drops (issue 20).
    */
   durable?: boolean
+  /** With replica acknowledgements: the node the reservation was sent to (ReplicaAcks.nodeOf). */
+  servedBy?: string | undefined
   /**
    * Hold sales: when a fresh reservation must be paid by (Redis server time of the reservation +
    * hold_seconds, ms since the epoch); the worker writes the same pay_by in SQL. Undefined for
@@ -107,7 +109,14 @@ export interface RefuseInput {
  */
 export type RefuseReply =
   | { code: 'STALE' }
-  | { code: ReserveCode; orderId: string; replayed: boolean; replicated: boolean; durable?: boolean }
+  | {
+      code: ReserveCode
+      orderId: string
+      replayed: boolean
+      replicated: boolean
+      durable?: boolean
+      servedBy?: string | undefined
+    }
 
 /** What an instance needs to answer a sold-out sale from memory (sale/sale-snapshots.ts). */
 export interface SaleState {
@@ -227,6 +236,7 @@ export class SaleStore {
   /** Creates or resets a sale (a new round); returns the sale's new epoch. */
   async preload(sale: SaleDefinition): Promise<number> {
     const k = saleKeys(sale.productId)
+    const servedBy = this.#acks?.nodeOf(k.ackMark)
     const epoch = await PRELOAD.run(
       this.client,
       [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders, k.returned],
@@ -245,7 +255,7 @@ export class SaleStore {
     )
     // A sale created on a master that a failover is about to depose would vanish with it (its
     // stream and group too): the admin is told to repeat the call instead (issue 20).
-    if (this.#acks && !isDurable(await this.#acks.confirmOutcome(k.ackMark)))
+    if (this.#acks && !isDurable(await this.#acks.confirmOutcome(k.ackMark, servedBy)))
       throw new SaleNotDurableError(sale.productId)
     await this.client.sadd(SALES_REGISTRY_KEY, sale.productId)
     this.#watch?.record(sale.productId, true)
@@ -312,11 +322,12 @@ export class SaleStore {
    * acknowledgements: true. For an answer that names an order (ALREADY_PURCHASED) while a replica
    * resyncs after rejoining, which takes about a second.
    */
-  async waitDurable(productId: string, withinMs: number): Promise<boolean> {
+  async waitDurable(productId: string, withinMs: number, servedBy: string | undefined): Promise<boolean> {
     if (!this.#acks) return true
+    if (servedBy === undefined) return false
     const deadline = performance.now() + withinMs
     for (;;) {
-      if (isDurable(await this.#acks.confirmOutcome(saleKeys(productId).ackMark))) return true
+      if (isDurable(await this.#acks.confirmOutcome(saleKeys(productId).ackMark, servedBy))) return true
       if (performance.now() + 100 > deadline) return false
       await sleep(100)
     }
@@ -353,6 +364,8 @@ export class SaleStore {
     const k = saleKeys(productId)
     const keys = [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders, k.room]
     const reserved: [Pending<ReserveInput, ReserveReply>, ReserveReply][] = []
+    // The node the scripts go to: only a round on that same node confirms them.
+    const servedBy = this.#acks?.nodeOf(k.ackMark)
     for (let from = 0; from < batch.length; from += MAX_PER_CALL) {
       const chunk = batch.slice(from, from + MAX_PER_CALL)
       const args: string[] = [k.events]
@@ -397,10 +410,10 @@ export class SaleStore {
       }
     }
     if (reserved.length > 0) {
-      const outcome = await this.#acks!.confirmOutcome(k.ackMark)
+      const outcome = await this.#acks!.confirmOutcome(k.ackMark, servedBy)
       const replicated = outcome === 'acked'
       const durable = isDurable(outcome)
-      for (const [item, reply] of reserved) item.resolve({ ...reply, replicated, durable })
+      for (const [item, reply] of reserved) item.resolve({ ...reply, replicated, durable, servedBy })
     }
     return true
   }
@@ -415,6 +428,7 @@ export class SaleStore {
       byEpoch.set(item.input.epoch, list)
     }
     for (const [epoch, all] of byEpoch) {
+      const servedBy = this.#acks?.nodeOf(k.ackMark)
       for (let from = 0; from < all.length; from += MAX_PER_CALL) {
         const chunk = all.slice(from, from + MAX_PER_CALL)
         const args: string[] = [String(epoch)]
@@ -448,10 +462,10 @@ export class SaleStore {
           else item.resolve(reply)
         }
         if (reserved.length > 0) {
-          const outcome = await this.#acks!.confirmOutcome(k.ackMark)
+          const outcome = await this.#acks!.confirmOutcome(k.ackMark, servedBy)
           const replicated = outcome === 'acked'
           const durable = isDurable(outcome)
-          for (const [item, reply] of reserved) item.resolve({ ...reply, replicated, durable })
+          for (const [item, reply] of reserved) item.resolve({ ...reply, replicated, durable, servedBy })
         }
       }
     }
@@ -464,6 +478,7 @@ export class SaleStore {
    */
   async state(productId: string, maxBuyers: number): Promise<SaleState | undefined> {
     const k = saleKeys(productId)
+    const servedBy = this.#acks?.nodeOf(k.ackMark)
     const results = await withTimeout(
       this.client
         .pipeline()
@@ -496,7 +511,7 @@ export class SaleStore {
         cursor = next
       } while (cursor !== '0')
     }
-    const durable = this.#acks ? isDurable(await this.#acks.confirmOutcome(k.ackMark)) : true
+    const durable = this.#acks ? isDurable(await this.#acks.confirmOutcome(k.ackMark, servedBy)) : true
     return {
       durable,
       epoch: Number(meta[0] ?? 0),

@@ -59,7 +59,7 @@ export class LuaStrategy implements CheckoutStrategy {
         roomGen: req.roomGen ?? '',
       })
       if (reply.code === 'ALREADY_PURCHASED' && reply.durable === false)
-        return this.#unconfirmedPurchase(req, reply.orderId)
+        return this.#unconfirmedPurchase(req, reply.orderId, reply.servedBy)
       const outcome = this.#outcome(req, reply)
       // A replayed reservation of a hold sale: its pay_by is that of the first answer.
       // (An instant sale has no pay_by: no read, which during a failover could outlast the deadline.)
@@ -104,7 +104,7 @@ export class LuaStrategy implements CheckoutStrategy {
       })
     }
     if (recorded.code === 'ALREADY_PURCHASED' && recorded.durable === false)
-      return this.#unconfirmedPurchase(req, recorded.orderId)
+      return this.#unconfirmedPurchase(req, recorded.orderId, recorded.servedBy)
     return refused(saleRefusal(recorded.code, req.productId, recorded.orderId))
   }
 
@@ -115,10 +115,15 @@ export class LuaStrategy implements CheckoutStrategy {
    * 503: the user retries in a second, when a replica holds it or the promoted master answers from
    * what it holds.
    */
-  async #unconfirmedPurchase(req: CheckoutRequest, orderId: string): Promise<CheckoutOutcome> {
+  async #unconfirmedPurchase(
+    req: CheckoutRequest,
+    orderId: string,
+    servedBy: string | undefined,
+  ): Promise<CheckoutOutcome> {
     const inSql = await this.options.holdsUnit?.(orderId).catch(() => false)
     // Not in SQL yet: a replica that is resyncing after it rejoined holds it within about a second.
-    if (inSql || (await this.store.waitDurable(req.productId, UNCONFIRMED_PURCHASE_WAIT_MS)))
+    // The same node only: the promoted replica being alone says nothing of the deposed master's record.
+    if (inSql || (await this.store.waitDurable(req.productId, UNCONFIRMED_PURCHASE_WAIT_MS, servedBy)))
       return refused(saleRefusal('ALREADY_PURCHASED', req.productId, orderId))
     return refused(unavailable("the sale's Redis master cannot show yet that your earlier order is kept", 1))
   }

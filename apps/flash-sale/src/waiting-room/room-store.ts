@@ -188,9 +188,12 @@ export class RoomStore {
     keys: string[],
     args: string[],
   ): Promise<{ reply: unknown; replicated: boolean }> {
+    const mark = saleKeys(productId).ackMark
+    const servedBy = this.acks?.nodeOf(mark)
     const reply = await s.run(this.client, keys, args)
-    // The marker key shares the sale's hash tag, so the round goes to the room's node.
-    const replicated = this.acks ? await this.acks.confirm(saleKeys(productId).ackMark) : true
+    // The marker key shares the sale's hash tag, so the round goes to the room's node (the one
+    // that ran the script, or the answer is unconfirmed).
+    const replicated = this.acks ? servedBy !== undefined && (await this.acks.confirm(mark, servedBy)) : true
     return { reply, replicated }
   }
 }

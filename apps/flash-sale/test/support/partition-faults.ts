@@ -106,7 +106,8 @@ export function partitionDriver(
         await promoted(replica, `the replica promoted while ${master.name} is cut off (${kind})`)
         promotedAt = Date.now()
         // The isolated master notices it is in the minority and stops taking writes.
-        await sleep(options.nodeTimeoutMs + 500)
+        // (Long since, at any node timeout: the promotion itself waited for it.)
+        await sleep(1_500)
         await faults.heal()
       } else if (kind === 'b' || kind === 'd') {
         if (kind === 'b') await faults.cut(master, replica)
