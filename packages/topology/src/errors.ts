@@ -6,6 +6,7 @@ export type TopologyErrorCode =
   | 'E_PORT_UNAVAILABLE'
   | 'E_TOPOLOGY_TIMEOUT'
   | 'E_CLUSTER_COMMAND'
+  | 'E_WALL_CLOCK_UNAVAILABLE'
 
 export abstract class TopologyError extends Error {
   abstract readonly code: TopologyErrorCode
@@ -67,4 +68,9 @@ export class ClusterCommandError extends TopologyError {
   ) {
     super(`${command} on port ${port} failed: ${reply}`)
   }
+}
+
+/** The steppable wall clock (wall-clock.ts) cannot be built here: no gcc, or not Linux. */
+export class WallClockUnavailableError extends TopologyError {
+  readonly code = 'E_WALL_CLOCK_UNAVAILABLE'
 }

@@ -33,6 +33,7 @@ export {
   PortUnavailableError,
   TopologyError,
   TopologyTimeoutError,
+  WallClockUnavailableError,
 } from './errors.js'
 export type { RedisNode } from './node.js'
 export type { AofMode, NodeSet, StartNodesOptions } from './node-set.js'

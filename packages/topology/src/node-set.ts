@@ -35,6 +35,12 @@ export interface StartNodesOptions {
   baseDir?: string
   /** Extra redis-server arguments, appended last. @defaultValue [] */
   extraArgs?: string[]
+  /**
+   * Start every node with a wall clock that `node.setWallClockOffset(ms)` steps while it runs
+   * (CLOCK_REALTIME, gettimeofday, time; the monotonic clock stays true), as NTP steps a host's
+   * clock. Needs Linux and gcc (wall-clock.ts). @defaultValue false
+   */
+  steppableWallClock?: boolean
 }
 
 export const DEFAULT_NODES_OPTIONS = Object.freeze({
@@ -45,6 +51,7 @@ export const DEFAULT_NODES_OPTIONS = Object.freeze({
   proxy: true,
   baseDir: undefined,
   extraArgs: [] as string[],
+  steppableWallClock: false,
 } satisfies Omit<StartNodesOptions, 'count'>)
 
 export type ResolvedNodesOptions = Required<
@@ -78,6 +85,7 @@ export function resolveNodesOptions(input: StartNodesOptions): ResolvedNodesOpti
     baseDir: opts.baseDir,
     aof: resolveAof(opts.aof),
     extraArgs: [...opts.extraArgs],
+    steppableWallClock: opts.steppableWallClock,
     security,
   }
 }
@@ -149,6 +157,8 @@ export async function startNodes(input: StartNodesOptions): Promise<NodeSet> {
           ...opts.extraArgs,
         ],
         cleanupDir: dir,
+        // Outside the data dir, which an empty restart removes: a host's clock outlives Redis.
+        ...(opts.steppableWallClock ? { wallClockFile: join(dir, `node-${i}.wall-clock`) } : {}),
       }),
     )
   }
