@@ -266,7 +266,10 @@ export class ManagedNode implements RedisNode {
   setWallClockOffset(offsetMs: number): void {
     const file = this.#config.wallClockFile
     if (file === undefined) {
-      throw new InvalidOptionError('steppableWallClock', `${this.name} was not started with a steppable wall clock`)
+      throw new InvalidOptionError(
+        'steppableWallClock',
+        `${this.name} was not started with a steppable wall clock`,
+      )
     }
     setWallClockOffset(file, offsetMs)
   }

@@ -22,7 +22,9 @@ let built: string | undefined
 export function wallClockLibrary(): string {
   if (built) return built
   if (process.platform !== 'linux') {
-    throw new WallClockUnavailableError(`a steppable wall clock needs Linux (LD_PRELOAD), not ${process.platform}`)
+    throw new WallClockUnavailableError(
+      `a steppable wall clock needs Linux (LD_PRELOAD), not ${process.platform}`,
+    )
   }
   const source = readFileSync(SOURCE, 'utf8')
   const hash = createHash('sha256').update(source).digest('hex').slice(0, 12)
@@ -55,7 +57,8 @@ export function wallClockEnv(offsetFile: string): Record<string, string> {
 
 /** Sets the offset (ms, may be negative) of a running or future redis-server's wall clock. */
 export function setWallClockOffset(offsetFile: string, offsetMs: number): void {
-  if (!Number.isSafeInteger(offsetMs)) throw new RangeError(`offsetMs must be a safe integer, got ${offsetMs}`)
+  if (!Number.isSafeInteger(offsetMs))
+    throw new RangeError(`offsetMs must be a safe integer, got ${offsetMs}`)
   // Renamed over the old file: the shim reads either the old value or the new one, never a
   // truncated file.
   const next = `${offsetFile}.next`

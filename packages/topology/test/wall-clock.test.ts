@@ -44,7 +44,10 @@ describe('steppableWallClock', () => {
       await c.set('k', 'v', 'PX', 60_000)
       node.setWallClockOffset(120_000)
       // A step forward is what NTP does to a clock that was behind: keys expire by it.
-      await until(async () => (await serverTimeMs(node.port)) - Date.now() > 110_000, 'the node clock to step')
+      await until(
+        async () => (await serverTimeMs(node.port)) - Date.now() > 110_000,
+        'the node clock to step',
+      )
       expect(await c.exists('k')).toBe(0)
       expect(await infoField(node.port, 'uptime_in_seconds')).toBeGreaterThanOrEqual(120)
     } finally {
@@ -54,7 +57,10 @@ describe('steppableWallClock', () => {
     expect((await serverTimeMs(node.port)) - Date.now()).toBeGreaterThan(110_000)
     expect(await infoField(node.port, 'uptime_in_seconds')).toBeLessThan(60)
     node.setWallClockOffset(0)
-    await until(async () => Math.abs((await serverTimeMs(node.port)) - Date.now()) < 2_000, 'the clock to come back')
+    await until(
+      async () => Math.abs((await serverTimeMs(node.port)) - Date.now()) < 2_000,
+      'the clock to come back',
+    )
   })
 
   it('is refused on nodes started without it', async () => {
