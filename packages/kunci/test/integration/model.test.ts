@@ -63,6 +63,6 @@ describe('the lock model (spin)', () => {
       }
       expect(r.ok).toBe(true)
     },
-    300_000,
+    600_000,
   )
 })
