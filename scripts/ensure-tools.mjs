@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // Makes sure the optional Debian tools that some tests and `flash-sale-lab up --observe` use are on
 // this machine: promtool/prometheus (package prometheus), redis_exporter (package
-// prometheus-redis-exporter), chromium (package chromium, for the report's browser check) and
-// iptables (package iptables, for real network partitions: @kunci/topology startNetworkFaults).
+// prometheus-redis-exporter), chromium (package chromium, for the report's browser check),
+// iptables (package iptables, for real network partitions: @kunci/topology startNetworkFaults), spin
+// (package spin: the lock protocol's model, packages/kunci/model/) and gcc (package gcc: spin's
+// verifiers, and topology's steppable wall clock for redis-server, packages/topology/native/).
 // Installs the missing ones with apt-get when we are root on a Debian-like system; otherwise
 // prints the exact command and exits 1.
 //
@@ -16,6 +18,8 @@ const TOOLS = {
   redis_exporter: { bin: 'prometheus-redis-exporter', pkg: 'prometheus-redis-exporter' },
   chromium: { bin: 'chromium', pkg: 'chromium' },
   iptables: { bin: 'iptables', pkg: 'iptables' },
+  spin: { bin: 'spin', pkg: 'spin' },
+  gcc: { bin: 'gcc', pkg: 'gcc' },
 }
 
 const has = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' }).status === 0

@@ -164,7 +164,7 @@ export const SERVICE_RULES: readonly AlertRule[] = Object.freeze([
     'sum by (product_id) (increase(flash_sale_worker_unconfirmed_reads_total[2m])) > 0',
     '2m',
     'warning',
-    "Order events wait because their master cannot show they are safe",
+    'Order events wait because their master cannot show they are safe',
     "Product {{ $labels.product_id }}: the worker keeps holding back order events: the sale's master gets no replica acknowledgement and the Cluster does not show it alone (a partition between master and replica?).",
   ),
   rule(

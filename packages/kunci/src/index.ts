@@ -54,6 +54,7 @@ export type { LockState } from './lock/lock.js'
 export { Lock } from './lock/lock.js'
 export type {
   AcquireOptions,
+  FirstContact,
   KunciWarning,
   LockManagerOptions,
   PersistenceProfile,

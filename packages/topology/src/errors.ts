@@ -9,6 +9,7 @@ export type TopologyErrorCode =
   | 'E_IPTABLES_MISSING'
   | 'E_NOT_ROOT'
   | 'E_IPTABLES_COMMAND'
+  | 'E_WALL_CLOCK_UNAVAILABLE'
 
 export abstract class TopologyError extends Error {
   abstract readonly code: TopologyErrorCode
@@ -111,4 +112,9 @@ export class IptablesCommandError extends TopologyError {
       options,
     )
   }
+}
+
+/** The steppable wall clock (wall-clock.ts) cannot be built here: no gcc, or not Linux. */
+export class WallClockUnavailableError extends TopologyError {
+  readonly code = 'E_WALL_CLOCK_UNAVAILABLE'
 }

@@ -39,6 +39,7 @@ export {
   PortUnavailableError,
   TopologyError,
   TopologyTimeoutError,
+  WallClockUnavailableError,
 } from './errors.js'
 export type { NetworkCut, NetworkFaults, NetworkFaultsOptions } from './network.js'
 export { startNetworkFaults } from './network.js'

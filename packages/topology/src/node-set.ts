@@ -41,6 +41,12 @@ export interface StartNodesOptions {
    * listens there too. @defaultValue false (127.0.0.1)
    */
   distinctHosts?: boolean
+  /**
+   * Start every node with a wall clock that `node.setWallClockOffset(ms)` steps while it runs
+   * (CLOCK_REALTIME, gettimeofday, time; the monotonic clock stays true), as NTP steps a host's
+   * clock. Needs Linux and gcc (wall-clock.ts). @defaultValue false
+   */
+  steppableWallClock?: boolean
 }
 
 export const DEFAULT_NODES_OPTIONS = Object.freeze({
@@ -52,6 +58,7 @@ export const DEFAULT_NODES_OPTIONS = Object.freeze({
   baseDir: undefined,
   extraArgs: [] as string[],
   distinctHosts: false,
+  steppableWallClock: false,
 } satisfies Omit<StartNodesOptions, 'count'>)
 
 export type ResolvedNodesOptions = Required<
@@ -86,6 +93,7 @@ export function resolveNodesOptions(input: StartNodesOptions): ResolvedNodesOpti
     aof: resolveAof(opts.aof),
     extraArgs: [...opts.extraArgs],
     distinctHosts: opts.distinctHosts === true,
+    steppableWallClock: opts.steppableWallClock,
     security,
   }
 }
@@ -159,6 +167,8 @@ export async function startNodes(input: StartNodesOptions): Promise<NodeSet> {
         ],
         cleanupDir: dir,
         distinctHost: opts.distinctHosts,
+        // Outside the data dir, which an empty restart removes: a host's clock outlives Redis.
+        ...(opts.steppableWallClock ? { wallClockFile: join(dir, `node-${i}.wall-clock`) } : {}),
       }),
     )
   }

@@ -4,11 +4,12 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { nodeCertificate, type TopologyTls } from './certificates.js'
-import { NodeStartError, TopologyTimeoutError } from './errors.js'
+import { InvalidOptionError, NodeStartError, TopologyTimeoutError } from './errors.js'
 import { type FindPortOptions, findFreePort, releasePort } from './ports.js'
 import type { FaultProxy } from './proxy.js'
 import { trackServer, untrackServer } from './reaper.js'
 import { type NodeAddress, ping, sendCommands } from './resp.js'
+import { setWallClockOffset, wallClockEnv } from './wall-clock.js'
 
 /** One redis-server process that can be killed, stopped, restarted and paused. */
 export interface RedisNode {
@@ -43,6 +44,12 @@ export interface RedisNode {
   pause(): void
   /** SIGCONT */
   resume(): void
+  /**
+   * Steps the node's wall clock to `offsetMs` from the host's (its monotonic clock keeps
+   * running true), at once if it runs and from its next start otherwise; the offset survives
+   * restarts, like a host's clock. Only for nodes started with `steppableWallClock: true`.
+   */
+  setWallClockOffset(offsetMs: number): void
   readonly proxy: FaultProxy | undefined
 }
 
@@ -66,6 +73,8 @@ export interface ManagedNodeConfig {
    * loopback address, distinctHost(serverPort), instead of 127.0.0.1. @defaultValue false
    */
   distinctHost?: boolean
+  /** Start redis-server with a steppable wall clock whose offset (ms) is in this file (wall-clock.ts). */
+  wallClockFile?: string
 }
 
 const HOST = '127.0.0.1'
@@ -180,8 +189,10 @@ export class ManagedNode implements RedisNode {
       ...this.#config.args,
       ...(await this.#certificateArgs()),
     ]
+    const clockFile = this.#config.wallClockFile
+    const env = clockFile === undefined ? process.env : { ...process.env, ...wallClockEnv(clockFile) }
     // Logs go to a file: a pipe nobody reads would fill up and block redis-server.
-    const child = spawn('redis-server', args, { stdio: 'ignore', detached: true })
+    const child = spawn('redis-server', args, { stdio: 'ignore', detached: true, env })
     const spawned = once(child, 'spawn').then(
       () => true,
       () => false,
@@ -307,6 +318,17 @@ export class ManagedNode implements RedisNode {
     if (!this.#child?.pid) return
     signal(this.#child.pid, 'SIGCONT')
     this.#paused = false
+  }
+
+  setWallClockOffset(offsetMs: number): void {
+    const file = this.#config.wallClockFile
+    if (file === undefined) {
+      throw new InvalidOptionError(
+        'steppableWallClock',
+        `${this.name} was not started with a steppable wall clock`,
+      )
+    }
+    setWallClockOffset(file, offsetMs)
   }
 
   /** Stops the server and the proxy; the data dir is left to the owner. */

@@ -1,5 +1,12 @@
 import { InvalidOptionError } from '../errors.js'
-import { func, integer, number, oneOf, signal, string } from '../options.js'
+import { func, integer, milliseconds, number, oneOf, signal, string } from '../options.js'
+
+/**
+ * How a manager dates a node it has never seen (no `run_id` known): `'uptime'` from INFO's
+ * uptime when the node's clock agrees with ours within clockToleranceMs, `'full'` a quarantine
+ * of maxTtlMs whatever INFO says.
+ */
+export type FirstContact = 'uptime' | 'full'
 
 /** The durability a deployment promises for lock and fence keys; nodes weaker than this are warned about. */
 export type PersistenceProfile = 'always' | 'everysec' | 'none'
@@ -58,6 +65,19 @@ export interface LockManagerOptions extends Omit<AcquireOptions, 'signal' | 'acq
   maxTtlMs?: number
   /** Keep restarted nodes out of the quorum for maxTtlMs (the "delayed restart" of the Redlock spec). @defaultValue true */
   quarantine?: boolean
+  /**
+   * A node this manager has never seen: `'uptime'` trusts INFO's uptime (Redis computes it from
+   * its wall clock) when the node's clock agrees with ours within clockToleranceMs, else sits it
+   * out for maxTtlMs; `'full'` always sits it out for maxTtlMs (a new process then waits that
+   * long before its first lock). A restart seen by a manager that knew the node is always
+   * maxTtlMs from when it is seen. @defaultValue 'uptime'
+   */
+  firstContact?: FirstContact
+  /**
+   * How far a node's wall clock may differ from ours, in ms, for its uptime to be trusted on
+   * first contact; also added to such a quarantine. @defaultValue 1000
+   */
+  clockToleranceMs?: number
   /** The durability you expect of the nodes; weaker nodes trigger a warning at start-up. @defaultValue 'always' */
   persistence?: PersistenceProfile
   /** Prefix of every key and channel. @defaultValue 'kunci:' */
@@ -79,6 +99,8 @@ export const DEFAULT_LOCK_OPTIONS = Object.freeze({
   driftConstantMs: 2,
   maxTtlMs: 60_000,
   quarantine: true,
+  firstContact: 'uptime' as FirstContact,
+  clockToleranceMs: 1000,
   persistence: 'always' as PersistenceProfile,
   prefix: 'kunci:',
   maxLocalHandoffs: 8,
@@ -91,6 +113,8 @@ export interface ResolvedManagerOptions {
   readonly driftConstantMs: number
   readonly maxTtlMs: number
   readonly quarantine: boolean
+  readonly firstContact: FirstContact
+  readonly clockToleranceMs: number
   readonly persistence: PersistenceProfile
   readonly prefix: string
   readonly maxLocalHandoffs: number
@@ -130,6 +154,11 @@ export function resolveManagerOptions(input: LockManagerOptions): ResolvedManage
     driftConstantMs,
     maxTtlMs,
     quarantine: input.quarantine ?? d.quarantine,
+    firstContact: oneOf<FirstContact>('firstContact', input.firstContact ?? d.firstContact, [
+      'uptime',
+      'full',
+    ]),
+    clockToleranceMs: milliseconds('clockToleranceMs', input.clockToleranceMs ?? d.clockToleranceMs),
     persistence,
     prefix,
     maxLocalHandoffs: integer('maxLocalHandoffs', input.maxLocalHandoffs ?? d.maxLocalHandoffs, { min: 0 }),

@@ -1,14 +1,19 @@
 import type { RedisPort } from '../redis/port.js'
 import { publishEvent, QUARANTINE_CHANNEL, WARNING_CHANNEL } from './events.js'
-import type { KunciWarning, PersistenceProfile } from './lock-options.js'
+import type { FirstContact, KunciWarning, PersistenceProfile } from './lock-options.js'
 
 export interface NodeHealthOptions {
   readonly quarantine: boolean
   readonly maxTtlMs: number
+  readonly firstContact: FirstContact
+  readonly clockToleranceMs: number
   readonly persistence: PersistenceProfile
   readonly nodeTimeoutMs: number
   readonly onWarning: (warning: KunciWarning) => void
 }
+
+/** Why a node sits out (published on kunci:lock:quarantined). */
+export type QuarantineReason = 'restarted' | 'young' | 'clock-disagrees' | 'first-contact'
 
 /**
  * Whether one lock node may vote: its restart check, its quarantine, and the warnings about its
@@ -16,11 +21,23 @@ export interface NodeHealthOptions {
  *
  * Restarts are caught from the connection: the port reports `close` when the socket drops,
  * which bumps `incarnation` and stops the node voting until `INFO` on the new connection has
- * been read. A changed `run_id`, or an uptime below maxTtlMs, means the node may have lost locks
- * it granted, so it sits out (quarantine) until maxTtlMs after its start. A reply that arrives
- * for an older incarnation is not counted: a client may resend a command to the restarted server.
+ * been read. A node that restarted may have lost locks it granted, so it sits out (quarantine)
+ * until every lock granted before its restart has expired. A reply that arrives for an older
+ * incarnation is not counted: a client may resend a command to the restarted server.
  * A cluster fails over to replicas instead of restarting empty and its client follows it: a
  * cluster node is verified from the start.
+ *
+ * How long, never from the node's wall clock alone (issue 21): Redis 7.0 computes
+ * `uptime_in_seconds` from its wall clock, so a node restarted empty whose clock then steps
+ * forward looks old enough to vote at once.
+ * - A `run_id` other than the one we saw: the restart happened before we read the new one, so
+ *   `maxTtlMs` from now, on our monotonic clock, outlasts every lock the old process granted.
+ * - First contact (we never saw this node): INFO is all there is. Its uptime is trusted only if
+ *   the node's clock (`server_time_usec`) agrees with ours within `clockToleranceMs`, and the
+ *   quarantine gets that tolerance on top (a step smaller than it is not seen); otherwise, or
+ *   with `firstContact: 'full'`, `maxTtlMs` from now. What remains (docs/locks.md): a node that
+ *   started with a clock behind and was then stepped to the right time agrees with us and
+ *   reports an uptime too long by the step.
  */
 export class NodeHealth {
   readonly index: number
@@ -98,22 +115,28 @@ export class NodeHealth {
 
   async #verify(incarnation: number): Promise<void> {
     let info: string
+    const sentWallMs = Date.now()
     try {
       info = String(await withTimeout(this.#port.send('info', []), this.#opts.nodeTimeoutMs * 5))
     } catch {
       return // stays unverified; the next `ready` or vote tries again
     }
+    const seenAt = performance.now()
+    const seenWallMs = Date.now()
     if (incarnation !== this.#incarnation || this.#closed) return
     const fields = parseInfo(info)
     const runId = fields.get('run_id')
-    const uptimeMs = Number(fields.get('uptime_in_seconds') ?? '0') * 1000
     if (this.#opts.quarantine) {
-      const restarted = this.#runId !== undefined && runId !== this.#runId
-      // uptime has 1 s resolution and is rounded down: we may wait up to 1 s longer than needed.
-      const remaining = this.#opts.maxTtlMs - uptimeMs
-      if ((restarted || this.#runId === undefined) && remaining > 0) {
-        this.#quarantinedUntil = performance.now() + remaining
-        publishEvent(QUARANTINE_CHANNEL, { node: this.index, runId, restarted, quarantineMs: remaining })
+      const q = this.#quarantineFor(fields, runId, sentWallMs, seenWallMs)
+      if (q !== undefined) {
+        this.#quarantinedUntil = Math.max(this.#quarantinedUntil, seenAt + q.ms)
+        publishEvent(QUARANTINE_CHANNEL, {
+          node: this.index,
+          runId,
+          restarted: q.reason === 'restarted',
+          reason: q.reason,
+          quarantineMs: q.ms,
+        })
       }
     }
     this.#runId = runId
@@ -123,6 +146,35 @@ export class NodeHealth {
       this.#checkEviction(fields)
       void this.#checkPersistence(fields)
     }
+  }
+
+  /**
+   * How long the node must sit out from now (see the class comment), or undefined. `sentWallMs`
+   * and `seenWallMs`: our wall clock when INFO was sent and when its reply came.
+   */
+  #quarantineFor(
+    fields: Map<string, string>,
+    runId: string | undefined,
+    sentWallMs: number,
+    seenWallMs: number,
+  ): { ms: number; reason: QuarantineReason } | undefined {
+    const { maxTtlMs, clockToleranceMs, firstContact } = this.#opts
+    if (this.#runId !== undefined) {
+      return runId === this.#runId ? undefined : { ms: maxTtlMs, reason: 'restarted' }
+    }
+    if (firstContact === 'full') return { ms: maxTtlMs, reason: 'first-contact' }
+    // The node's clock when it answered lies between our send and our receipt, give or take the
+    // tolerance; outside that, its uptime cannot be trusted.
+    const nodeWallMs = Number(fields.get('server_time_usec')) / 1000
+    if (!(nodeWallMs >= sentWallMs - clockToleranceMs && nodeWallMs <= seenWallMs + clockToleranceMs)) {
+      return { ms: maxTtlMs, reason: 'clock-disagrees' }
+    }
+    // Whole seconds, rounded down: never longer than the truth. A step forward smaller than the
+    // tolerance is not seen above, so the tolerance is added; never more than maxTtlMs, since
+    // the node started before now.
+    const uptimeMs = Number(fields.get('uptime_in_seconds') ?? '0') * 1000
+    const ms = Math.min(maxTtlMs, maxTtlMs - uptimeMs + clockToleranceMs)
+    return ms > 0 ? { ms, reason: 'young' } : undefined
   }
 
   /**

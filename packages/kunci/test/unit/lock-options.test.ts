@@ -56,6 +56,16 @@ describe('lock manager options are checked at once', () => {
       'persistence',
     ],
     [
+      'firstContact unknown',
+      () => new Redlock({ clients: three(), firstContact: 'trust' as never }),
+      'firstContact',
+    ],
+    [
+      'clockToleranceMs negative',
+      () => new Redlock({ clients: three(), clockToleranceMs: -1 }),
+      'clockToleranceMs',
+    ],
+    [
       'RedisLock waitForReplicas 0',
       () => new RedisLock({ client: client(6), waitForReplicas: { replicas: 0, timeoutMs: 10 } }),
       'waitForReplicas',
@@ -96,5 +106,7 @@ describe('lock manager options are checked at once', () => {
     expect(DEFAULT_LOCK_OPTIONS.driftFactor).toBe(0.01)
     expect(DEFAULT_LOCK_OPTIONS.driftConstantMs).toBe(2)
     expect(DEFAULT_LOCK_OPTIONS.retryCount).toBe(10)
+    expect(DEFAULT_LOCK_OPTIONS.firstContact).toBe('uptime')
+    expect(DEFAULT_LOCK_OPTIONS.clockToleranceMs).toBe(1000)
   })
 })
