@@ -25,6 +25,9 @@ export default defineConfig({
           name: 'unit',
           include: [
             'packages/*/test/unit/**/*.test.ts',
+            // The lock protocol's model: CPU only (spin), no servers; here rather than beside the
+            // integration tests, whose deadlines a CPU-bound neighbour would stretch.
+            'packages/kunci/test/model/**/*.test.ts',
             'apps/*/test/unit/**/*.test.ts',
             'deploy/test/**/*.test.ts',
             'bench/test/**/*.test.ts',
