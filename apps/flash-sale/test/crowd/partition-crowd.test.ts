@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { startNetworkFaults, until } from '@kunci/topology'
 import { Cluster } from 'ioredis'
@@ -6,6 +5,7 @@ import { keySlot } from 'kunci'
 import pg from 'pg'
 import { describe, expect, it } from 'vitest'
 import { eventually } from '../support/eventually.js'
+import { runReconcile } from '../support/money.js'
 import { runSalesCrowd, type SaleRequest } from '../support/partition-crowd.js'
 import {
   FAILOVER_KINDS,
@@ -13,7 +13,7 @@ import {
   type PartitionKind,
   partitionDriver,
 } from '../support/partition-faults.js'
-import { type StackFixture, serviceCliPath, useStack } from '../support/stack-fixture.js'
+import { useStack } from '../support/stack-fixture.js'
 
 // Issue 20: real network partitions (iptables DROP between nodes on their own loopback
 // addresses, and between one service instance, run as another uid, and chosen nodes) under the
@@ -63,23 +63,6 @@ interface OrderRow {
   user_id: string
   status: string
   failure_reason: string | null
-}
-
-async function reconcile(fx: StackFixture) {
-  return new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
-    const child = spawn(process.execPath, [serviceCliPath(), 'reconcile', '--json'], {
-      env: { ...process.env, ...fx.stack.env },
-    })
-    let out = ''
-    let err = ''
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString()
-    })
-    child.stderr.on('data', (d: Buffer) => {
-      err += d.toString()
-    })
-    child.on('exit', (code) => resolve({ code, out, err }))
-  })
 }
 
 type Reconciled = { product_id: string; in_queue: number; problems: string[] }[]
@@ -169,11 +152,11 @@ describe.each(CONFIGS)('partitions at cluster-node-timeout $nodeTimeoutMs ms', (
         }
       }
       const settled = await eventually(
-        () => reconcile(fx),
+        () => runReconcile(fx.stack),
         (r) => r.code !== 2 && unsettled(r)?.length === 0,
         { timeoutMs: 120_000, intervalMs: 1_000, what: 'every order event settled' },
       ).catch(async (err: Error) => {
-        const last = await reconcile(fx)
+        const last = await runReconcile(fx.stack)
         const stuck = unsettled(last) ?? []
         const metrics = await fetch(stack.workerMetricsUrl).then((r) => r.text())
         const admin = new Cluster(stack.cluster.startupNodes, {
@@ -286,7 +269,7 @@ describe.each(CONFIGS)('partitions at cluster-node-timeout $nodeTimeoutMs ms', (
         // A planted drift: one unit added behind the books' back makes reconcile exit 1.
         const planted = sales[0]!
         await admin.incr(`{sale:${planted}}:stock`)
-        const drifted = await reconcile(fx)
+        const drifted = await runReconcile(fx.stack)
         await admin.decr(`{sale:${planted}}:stock`)
         expect(drifted.code).toBe(1)
         const drift = (JSON.parse(drifted.out) as Reconciled).find((s) => s.product_id === planted)

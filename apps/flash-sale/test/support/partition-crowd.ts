@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Pool } from 'undici'
+import { postCheckout } from './retrying-crowd.js'
 
 // The crowd of issue 20: the retrying crowd of issue 13 (every 429/503/timeout retried after
 // 100–300 ms with the same Idempotency-Key) spread over several service URLs (one of them an
@@ -67,43 +68,8 @@ export async function runSalesCrowd(o: SalesCrowdOptions): Promise<SalesCrowdRes
   const attempt = async (
     r: Pick<SaleRequest, 'userId' | 'productId' | 'key' | 'url' | 'again'>,
   ): Promise<SaleRequest> => {
-    const sentAt = Date.now()
-    const started = performance.now()
-    try {
-      const res = await pools[r.url]!.request({
-        method: 'POST',
-        path: '/v1/checkout',
-        headers: { 'content-type': 'application/json', 'idempotency-key': r.key },
-        body: JSON.stringify({ product_id: Number(r.productId), user_id: r.userId }),
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-      })
-      const text = await res.body.text()
-      let body: { order_id?: string; error?: { code?: string; order_id?: string } } = {}
-      try {
-        body = JSON.parse(text)
-      } catch {}
-      const timing = /app;dur=([\d.]+)/.exec(String(res.headers['server-timing'] ?? ''))
-      return {
-        ...r,
-        sentAt,
-        ms: performance.now() - started,
-        serverMs: timing ? Number(timing[1]) : undefined,
-        status: res.statusCode,
-        code: body.error?.code,
-        orderId: body.order_id ?? body.error?.order_id,
-      }
-    } catch {
-      return {
-        ...r,
-        sentAt,
-        ms: performance.now() - started,
-        serverMs: undefined,
-        status: 0,
-        code: undefined,
-        orderId: undefined,
-      }
-    }
+    const a = await postCheckout(pools[r.url]!, { ...r, timeoutMs })
+    return { ...r, ...a }
   }
 
   /** One user's checkout with one key until a final answer (or the crowd stops). */

@@ -55,6 +55,56 @@ export interface CrowdResult {
   unanswered: number
 }
 
+/** One checkout as a client sees it (CrowdRequest without the user). */
+export type CheckoutAttempt = Omit<CrowdRequest, 'userId'>
+
+/**
+ * POST /v1/checkout once with an Idempotency-Key: the answer's status, code, order and the
+ * service's own time (Server-Timing); status 0 for no answer within `timeoutMs` or a broken
+ * connection. The one request of the crowds (this file, partition-crowd.ts).
+ */
+export async function postCheckout(
+  pool: Pool,
+  r: { productId: number | string; userId: number; key: string; timeoutMs: number },
+): Promise<CheckoutAttempt> {
+  const sentAt = Date.now()
+  const started = performance.now()
+  try {
+    const res = await pool.request({
+      method: 'POST',
+      path: '/v1/checkout',
+      headers: { 'content-type': 'application/json', 'idempotency-key': r.key },
+      body: JSON.stringify({ product_id: Number(r.productId), user_id: r.userId }),
+      headersTimeout: r.timeoutMs,
+      bodyTimeout: r.timeoutMs,
+    })
+    const text = await res.body.text()
+    let body: { order_id?: string; error?: { code?: string; order_id?: string; message?: string } } = {}
+    try {
+      body = JSON.parse(text)
+    } catch {}
+    const timing = /app;dur=([\d.]+)/.exec(String(res.headers['server-timing'] ?? ''))
+    return {
+      sentAt,
+      ms: performance.now() - started,
+      serverMs: timing ? Number(timing[1]) : undefined,
+      status: res.statusCode,
+      code: body.error?.code,
+      ...(body.error?.message ? { message: body.error.message } : {}),
+      orderId: body.order_id ?? body.error?.order_id,
+    }
+  } catch {
+    return {
+      sentAt,
+      ms: performance.now() - started,
+      serverMs: undefined,
+      status: 0,
+      code: undefined,
+      orderId: undefined,
+    }
+  }
+}
+
 /**
  * The crowd of issue 13: each client is one user at a time who posts a checkout with an
  * Idempotency-Key of their own and, on 429, 503 or a timeout, retries it with the same key after
@@ -73,46 +123,10 @@ export async function runRetryingCrowd(o: CrowdOptions): Promise<CrowdResult> {
   const [minThink, maxThink] = o.thinkMs ?? [0, 0]
   let unanswered = 0
 
-  const attempt = async (userId: number, key: string): Promise<CrowdRequest> => {
-    const sentAt = Date.now()
-    const started = performance.now()
-    try {
-      const res = await pool.request({
-        method: 'POST',
-        path: '/v1/checkout',
-        headers: { 'content-type': 'application/json', 'idempotency-key': key },
-        body: JSON.stringify({ product_id: Number(o.productId), user_id: userId }),
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-      })
-      const text = await res.body.text()
-      let body: { order_id?: string; error?: { code?: string; order_id?: string; message?: string } } = {}
-      try {
-        body = JSON.parse(text)
-      } catch {}
-      const timing = /app;dur=([\d.]+)/.exec(String(res.headers['server-timing'] ?? ''))
-      return {
-        userId,
-        sentAt,
-        ms: performance.now() - started,
-        serverMs: timing ? Number(timing[1]) : undefined,
-        status: res.statusCode,
-        code: body.error?.code,
-        ...(body.error?.message ? { message: body.error.message } : {}),
-        orderId: body.order_id ?? body.error?.order_id,
-      }
-    } catch {
-      return {
-        userId,
-        sentAt,
-        ms: performance.now() - started,
-        serverMs: undefined,
-        status: 0,
-        code: undefined,
-        orderId: undefined,
-      }
-    }
-  }
+  const attempt = async (userId: number, key: string): Promise<CrowdRequest> => ({
+    userId,
+    ...(await postCheckout(pool, { productId: o.productId, userId, key, timeoutMs })),
+  })
 
   const client = async () => {
     while (!o.stop.aborted) {
