@@ -327,10 +327,22 @@ export class SaleStore {
     if (servedBy === undefined) return false
     const deadline = performance.now() + withinMs
     for (;;) {
-      if (isDurable(await this.#acks.confirmOutcome(saleKeys(productId).ackMark, servedBy))) return true
+      // A round may take WAIT's timeout + its slack: never past the caller's time.
+      const left = deadline - performance.now()
+      if (left <= 0) return false
+      const outcome = await withTimeout(
+        this.#acks.confirmOutcome(saleKeys(productId).ackMark, servedBy),
+        left,
+      ).catch(() => 'timeout' as const)
+      if (isDurable(outcome)) return true
       if (performance.now() + 100 > deadline) return false
       await sleep(100)
     }
+  }
+
+  /** The deadline of one reservation or refusal call (ms): a checkout's whole budget. */
+  get deadlineMs(): number {
+    return this.#deadlineMs
   }
 
   /** A snapshot's refusal for a checkout with an Idempotency-Key, recorded first (refuse.lua). */
@@ -573,11 +585,12 @@ export class SaleStore {
    * the status hash + the sale's hold_seconds. Undefined for an instant sale, or when Redis no
    * longer knows the order's time.
    */
-  async payBy(productId: string, orderId: string): Promise<number | undefined> {
+  async payBy(productId: string, orderId: string, withinMs = READ_DEADLINE_MS): Promise<number | undefined> {
     const k = saleKeys(productId)
+    if (withinMs <= 0) throw new TimeoutError(0)
     const r = await withTimeout(
       this.client.pipeline().hmget(k.meta, 'payment', 'hold_seconds').hget(k.status, orderId).exec(),
-      READ_DEADLINE_MS,
+      withinMs,
     )
     const [metaR, statusR] = r ?? []
     if (metaR?.[0] || statusR?.[0]) throw metaR?.[0] ?? statusR?.[0]

@@ -2,7 +2,7 @@ import type { Durability } from '../config.js'
 import { newOrderId } from '../domain/ids.js'
 import { saleRefusal, unavailable } from '../domain/refusals.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
-import { TimeoutError } from '../runtime-timeout.js'
+import { TimeoutError, withTimeout } from '../runtime-timeout.js'
 import type { SaleSnapshots } from '../sale/sale-snapshots.js'
 import type { ReserveReply, SaleStore } from '../sale/sale-store.js'
 import type {
@@ -48,23 +48,33 @@ export class LuaStrategy implements CheckoutStrategy {
   ) {}
 
   async checkout(req: CheckoutRequest): Promise<CheckoutOutcome> {
+    // One deadline for the whole checkout (the store's, 2 s): every step after the reservation
+    // (SQL's word on an order, a durability wait, a replay's pay_by) gets what is left of it, so
+    // that a reservation answered late cannot be followed by a wait of its own (issue 20: 503s at
+    // 3.2 s during a failover, the 2 s reservation then the 0.8 s wait).
+    const deadline = performance.now() + this.store.deadlineMs
     try {
-      const local = await this.#fromMemory(req)
+      const local = await this.#fromMemory(req, deadline)
       if (local !== undefined) return local
       // Bounded by the store's deadline (2 s): 503, and the user retries with the same
       // Idempotency-Key (or, without one, sees ALREADY_PURCHASED).
-      const reply = await this.store.reserve({
+      const reservation = this.store.reserve({
         ...req,
         orderId: newOrderId(req.productId),
         roomGen: req.roomGen ?? '',
       })
+      // After a refusal call that found its snapshot stale (a restock), only what is left.
+      const left = deadline - performance.now()
+      const reply = await (left < this.store.deadlineMs - 5
+        ? withTimeout(reservation, Math.max(1, left))
+        : reservation)
       if (reply.code === 'ALREADY_PURCHASED' && reply.durable === false)
-        return this.#unconfirmedPurchase(req, reply.orderId, reply.servedBy)
+        return await this.#unconfirmedPurchase(req, reply.orderId, reply.servedBy, deadline)
       const outcome = this.#outcome(req, reply)
       // A replayed reservation of a hold sale: its pay_by is that of the first answer.
       // (An instant sale has no pay_by: no read, which during a failover could outlast the deadline.)
       if (outcome.ok === true && outcome.replayed && reply.hold)
-        return this.#withPayBy(req.productId, outcome)
+        return await this.#withPayBy(req.productId, outcome, deadline)
       return outcome
     } catch (err) {
       if (err instanceof TimeoutError)
@@ -76,7 +86,7 @@ export class LuaStrategy implements CheckoutStrategy {
   }
 
   /** A sold-out sale's answer without a reservation, or undefined: go through reserve.lua. */
-  async #fromMemory(req: CheckoutRequest): Promise<CheckoutOutcome | undefined> {
+  async #fromMemory(req: CheckoutRequest, deadline: number): Promise<CheckoutOutcome | undefined> {
     const snapshots = this.options.snapshots
     const local = snapshots?.answer(req.productId, req.userId)
     if (local === undefined) return undefined
@@ -96,15 +106,19 @@ export class LuaStrategy implements CheckoutStrategy {
     }
     if (recorded.code === 'RESERVED') {
       // The key's earlier answer was a reservation: its replay, confirmed like reserve.lua's.
-      return this.#withPayBy(req.productId, {
-        ok: true,
-        orderId: recorded.orderId,
-        status: this.options.durability === 'none' || recorded.replicated ? 'reserved' : 'pending',
-        replayed: true,
-      })
+      return this.#withPayBy(
+        req.productId,
+        {
+          ok: true,
+          orderId: recorded.orderId,
+          status: this.options.durability === 'none' || recorded.replicated ? 'reserved' : 'pending',
+          replayed: true,
+        },
+        deadline,
+      )
     }
     if (recorded.code === 'ALREADY_PURCHASED' && recorded.durable === false)
-      return this.#unconfirmedPurchase(req, recorded.orderId, recorded.servedBy)
+      return this.#unconfirmedPurchase(req, recorded.orderId, recorded.servedBy, deadline)
     return refused(saleRefusal(recorded.code, req.productId, recorded.orderId))
   }
 
@@ -113,24 +127,36 @@ export class LuaStrategy implements CheckoutStrategy {
    * off from its replica and about to be deposed: the order it names may not survive, issue 20).
    * If SQL holds that order, it was durable when the worker took it: the answer stands. Otherwise
    * 503: the user retries in a second, when a replica holds it or the promoted master answers from
-   * what it holds.
+   * what it holds. Within the checkout's deadline.
    */
   async #unconfirmedPurchase(
     req: CheckoutRequest,
     orderId: string,
     servedBy: string | undefined,
+    deadline: number,
   ): Promise<CheckoutOutcome> {
-    const inSql = await this.options.holdsUnit?.(orderId).catch(() => false)
+    const left = () => deadline - performance.now()
+    const inSql =
+      this.options.holdsUnit !== undefined &&
+      left() > 0 &&
+      (await withTimeout(this.options.holdsUnit(orderId), left()).catch(() => false))
     // Not in SQL yet: a replica that is resyncing after it rejoined holds it within about a second.
     // The same node only: the promoted replica being alone says nothing of the deposed master's record.
-    if (inSql || (await this.store.waitDurable(req.productId, UNCONFIRMED_PURCHASE_WAIT_MS, servedBy)))
+    if (
+      inSql ||
+      (await this.store.waitDurable(req.productId, Math.min(UNCONFIRMED_PURCHASE_WAIT_MS, left()), servedBy))
+    )
       return refused(saleRefusal('ALREADY_PURCHASED', req.productId, orderId))
     return refused(unavailable("the sale's Redis master cannot show yet that your earlier order is kept", 1))
   }
 
   /** A replay answers the pay_by of the reservation it repeats (read from Redis: hold sales only). */
-  async #withPayBy(productId: string, outcome: { ok: true } & CheckoutResult): Promise<CheckoutOutcome> {
-    const payByMs = await this.store.payBy(productId, outcome.orderId)
+  async #withPayBy(
+    productId: string,
+    outcome: { ok: true } & CheckoutResult,
+    deadline: number,
+  ): Promise<CheckoutOutcome> {
+    const payByMs = await this.store.payBy(productId, outcome.orderId, deadline - performance.now())
     return payByMs === undefined ? outcome : { ...outcome, payByMs }
   }
 
