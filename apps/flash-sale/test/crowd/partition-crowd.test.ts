@@ -319,7 +319,9 @@ describe.each(CONFIGS)('partitions at cluster-node-timeout $nodeTimeoutMs ms', (
           // Each promotion and each heal (a node rejoining, a replica resyncing) is a new event:
           // answered again within the bound of the latest one.
           const last = Math.max(from, f.healedAt)
-          const late = mine.filter((r) => r.sentAt >= last + RECOVERY_BOUND_MS)
+          // Only requests answered before the next fault began: one still in flight when it
+          // began meets that fault (a 503 for its ALREADY_PURCHASED once b cuts the replica).
+          const late = mine.filter((r) => r.sentAt >= last + RECOVERY_BOUND_MS && r.sentAt + r.ms < until)
           const notAnswered = late.filter((r) => !answered(r))
           if (!(first <= RECOVERY_BOUND_MS))
             broken.push(

@@ -89,6 +89,18 @@ export function partitionDriver(
       'the master and its replica in sync again',
       { timeoutMs: 60_000 + options.nodeTimeoutMs * 4, intervalMs: 100 },
     )
+    // And the Cluster's view says so: a node restarted after a kill stays flagged `fail` in the
+    // others' tables until gossip clears it (seconds at a 15 s node timeout), and the next fault
+    // reads the pair from that view.
+    await until(
+      async () => {
+        const owner = (await replication(master))?.role === 'master' ? master : replica
+        const other = owner === master ? replica : master
+        return (await stack.cluster.replicaOf(owner).catch(() => undefined)) === other
+      },
+      'the Cluster sees the master and its replica again',
+      { timeoutMs: 60_000 + options.nodeTimeoutMs * 4, intervalMs: 200 },
+    )
     await stack.cluster.waitForOk(60_000)
   }
 
