@@ -54,7 +54,11 @@ const CONFIGS: Config[] = [
     ],
     base: 810_000,
   },
-  { nodeTimeoutMs: 15_000, kinds: ['a', 'b', 'e', 'd'], base: 820_000 },
+  {
+    nodeTimeoutMs: 15_000,
+    kinds: (process.env.PARTITION_KINDS_15?.split('') as PartitionKind[] | undefined) ?? ['a', 'b', 'e', 'd'],
+    base: 820_000,
+  },
 ]
 
 interface OrderRow {
@@ -88,6 +92,7 @@ describe.each(CONFIGS)('partitions at cluster-node-timeout $nodeTimeoutMs ms', (
     const faults = await startNetworkFaults({ name: 'partition-crowd' })
     const driver = partitionDriver(stack, faults, { nodeTimeoutMs: config.nodeTimeoutMs, soloUid: SOLO_UID })
     const sales: string[] = []
+    const opened: { productId: string; at: number }[] = []
     let current = ''
     const stop = new AbortController()
     try {
@@ -109,6 +114,7 @@ describe.each(CONFIGS)('partitions at cluster-node-timeout $nodeTimeoutMs ms', (
           { timeoutMs: 60_000, intervalMs: 200 },
         )
         sales.push(productId)
+        opened.push({ productId, at: Date.now() })
         current = productId
       }
       await openSale()
@@ -293,6 +299,21 @@ describe.each(CONFIGS)('partitions at cluster-node-timeout $nodeTimeoutMs ms', (
           `${droppedOutside.length} 202s dropped outside any failover window: ${droppedOutside.slice(0, 3).map(where).join('; ')}`,
         )
       // Answers: no 5xx but 503, no hang, every answer within its deadline.
+      const r404 = requests.filter((r) => r.status === 404)
+      if (r404.length > 0) {
+        const ids = [...new Set(r404.map((r) => r.productId))]
+        const diag: string[] = []
+        for (const id of ids) {
+          const mine = r404.filter((r) => r.productId === id)
+          const o = opened.find((x) => x.productId === id)
+          diag.push(
+            `sale ${id} opened ${o ? o.at - done[0]!.startedAt : '-'} ms after fault 0; 404s ${mine.length} main ${mine.filter((r) => r.url === 0).length} from ${Math.min(...mine.map((r) => r.sentAt)) - done[0]!.startedAt} to ${Math.max(...mine.map((r) => r.sentAt)) - done[0]!.startedAt}; ok after: ${requests.filter((r) => r.productId === id && r.status !== 404).length} first ${Math.min(...requests.filter((r) => r.productId === id && r.status !== 404).map((r) => r.sentAt)) - done[0]!.startedAt} messages ${[...new Set(mine.map((r) => (r as { message?: string }).message))].join('|')}`,
+          )
+        }
+        console.log(
+          `[partition-crowd] 404 diag: ${diag.join('\n')} faults ${JSON.stringify(done.map((f) => ({ ...f, startedAt: 0, promotedAt: (f.promotedAt ?? 0) - f.startedAt, healedAt: f.healedAt - f.startedAt, recoveredAt: f.recoveredAt - f.startedAt })))}`,
+        )
+      }
       const statuses: Record<string, number> = {}
       for (const r of requests) statuses[r.status] = (statuses[r.status] ?? 0) + 1
       if (Object.keys(statuses).some((s) => !['200', '202', '409', '429', '503'].includes(s)))

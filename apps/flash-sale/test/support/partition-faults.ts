@@ -92,13 +92,29 @@ export function partitionDriver(
     // And the Cluster's view says so: a node restarted after a kill stays flagged `fail` in the
     // others' tables until gossip clears it (seconds at a 15 s node timeout), and the next fault
     // reads the pair from that view.
+    // Every node's view, not one: a voter that still has the pair's former master flagged
+    // `fail` refuses the next election (seen: no promotion in 90 s at a 15 s node timeout).
+    // A node that does not answer this round (restarted, loading, a command timed out on the busy
+    // machine) is not yet a view that shows the pair: asked again at the next round.
+    const idOf = async (node: RedisNode) => String(await admin(node).call('CLUSTER', 'MYID'))
+    const viewsShowPair = async () => {
+      const owner = (await replication(master))?.role === 'master' ? master : replica
+      const other = owner === master ? replica : master
+      const [ownerId, otherId] = await Promise.all([idOf(owner), idOf(other)])
+      for (const node of stack.cluster.nodes) {
+        const lines = String(await admin(node).call('CLUSTER', 'NODES')).split('\n')
+        const entry = (id: string) => lines.find((l) => l.startsWith(`${id} `))?.split(' ')
+        const o = entry(ownerId)
+        const r = entry(otherId)
+        if (o === undefined || r === undefined) return false
+        if (!o[2]!.includes('master') || o[2]!.includes('fail')) return false
+        if (!r[2]!.includes('slave') || r[2]!.includes('fail') || r[3] !== ownerId) return false
+      }
+      return true
+    }
     await until(
-      async () => {
-        const owner = (await replication(master))?.role === 'master' ? master : replica
-        const other = owner === master ? replica : master
-        return (await stack.cluster.replicaOf(owner).catch(() => undefined)) === other
-      },
-      'the Cluster sees the master and its replica again',
+      () => viewsShowPair().catch(() => false),
+      "every node's view shows the master and its replica again",
       { timeoutMs: 60_000 + options.nodeTimeoutMs * 4, intervalMs: 200 },
     )
     await stack.cluster.waitForOk(60_000)
