@@ -128,15 +128,25 @@ async function scenario(clock: { atStartMs: number; afterStartMs: number }) {
   await ready([...cClients, ...fullClients])
   const c = manager(cClients)
   const full = manager(fullClients, { firstContact: 'full' })
-  const got: Record<'B' | 'C' | 'full', Outcome> = {
-    B: await tryUntilEveryNodeAnswers(b),
-    C: await tryUntilEveryNodeAnswers(c),
-    full: await tryUntilEveryNodeAnswers(full),
+  // Each grant is recorded the moment it is made and released before the next manager tries, so
+  // one grant does not hold the others back until A's validity has passed (before the fix, C was
+  // granted, and `full` then waited out C's TTL: the overlap went unrecorded).
+  const got = {} as Record<'B' | 'C' | 'full', Outcome>
+  for (const [who, m] of [
+    ['B', b],
+    ['C', c],
+    ['full', full],
+  ] as const) {
+    const g = await tryUntilEveryNodeAnswers(m)
+    got[who] = g
+    if ('fence' in g) {
+      const end = history.begin('acct', g.fence, who, g.validityMs)
+      end()
+      await g.release()
+    }
   }
   // Not vacuous: A's lock was still valid when the others had tried.
   const aStillValid = lockA.validityMs > 0
-  for (const [who, g] of Object.entries(got))
-    if ('fence' in g) history.begin('acct', g.fence, who, g.validityMs)()
   endA()
   return { history, got, aStillValid }
 }
