@@ -137,6 +137,7 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
       durability: config.durability,
       snapshots,
       holdsUnit: (orderId) => orders.holdsUnit(orderId),
+      saleInSql: async (productId) => (await orders.sale(productId)) !== undefined,
     })
   }
   const waitingRoom = new WaitingRoom(

@@ -16,6 +16,8 @@ import { refused } from './strategy.js'
 
 /** How long an ALREADY_PURCHASED may wait for its buyer record to be shown durable before 503. */
 const UNCONFIRMED_PURCHASE_WAIT_MS = 800
+/** SQL checks of a product Redis does not know, in flight at once per instance. */
+const MAX_SALE_CHECKS = 4
 
 /**
  * The default: reserve.lua on the sale's slot does the whole reservation, for every checkout of
@@ -44,8 +46,18 @@ export class LuaStrategy implements CheckoutStrategy {
        * record could not be shown durable: an order SQL holds was durable when the worker took it.
        */
       holdsUnit?: (orderId: string) => Promise<boolean>
+      /**
+       * Does SQL know a sale of this product? Asked only when reserve.lua found no sale on the
+       * node that answered, at most MAX_SALE_CHECKS at a time per instance (a flood of made-up
+       * ids costs SQL no more than that), a yes remembered (sales are never deleted).
+       */
+      saleInSql?: (productId: string) => Promise<boolean>
     },
   ) {}
+
+  /** Sales SQL said it knows: an UNKNOWN_PRODUCT from Redis for one of these is a stale node's. */
+  readonly #inSql = new Set<string>()
+  #saleChecks = 0
 
   async checkout(req: CheckoutRequest): Promise<CheckoutOutcome> {
     // One deadline for the whole checkout (the store's, 2 s): every step after the reservation
@@ -70,6 +82,8 @@ export class LuaStrategy implements CheckoutStrategy {
         : reservation)
       if (reply.code === 'ALREADY_PURCHASED' && reply.durable === false)
         return await this.#unconfirmedPurchase(req, reply.orderId, reply.servedBy, deadline)
+      if (reply.code === 'UNKNOWN_PRODUCT' && (await this.#saleKnownElsewhere(req.productId, deadline)))
+        return refused(unavailable("the sale's Redis node does not know this sale yet (a failover)", 1))
       const outcome = this.#outcome(req, reply)
       // A replayed reservation of a hold sale: its pay_by is that of the first answer.
       // (An instant sale has no pay_by: no read, which during a failover could outlast the deadline.)
@@ -148,6 +162,30 @@ export class LuaStrategy implements CheckoutStrategy {
     )
       return refused(saleRefusal('ALREADY_PURCHASED', req.productId, orderId))
     return refused(unavailable("the sale's Redis master cannot show yet that your earlier order is kept", 1))
+  }
+
+  /**
+   * reserve.lua found no sale on the node that answered. Usually there is none: 404. But a master
+   * cut off by a partition keeps answering for its slots until it sees it is in the minority (up
+   * to about cluster-node-timeout after its replica was promoted), and a sale opened on the
+   * promoted master meanwhile is unknown to it: an instance still routed there answered 404 for a
+   * sale that was selling (issue 20, at a 15 s node timeout). If SQL knows the sale, the answer is
+   * 503 instead and the user retries once the instance follows the promotion. Without an answer
+   * from SQL in time (down, slow, or too many checks at once): 404 as before.
+   */
+  async #saleKnownElsewhere(productId: string, deadline: number): Promise<boolean> {
+    if (this.#inSql.has(productId)) return true
+    const ask = this.options.saleInSql
+    const left = deadline - performance.now()
+    if (ask === undefined || left <= 0 || this.#saleChecks >= MAX_SALE_CHECKS) return false
+    this.#saleChecks++
+    try {
+      const known = await withTimeout(ask(productId), left).catch(() => false)
+      if (known) this.#inSql.add(productId)
+      return known
+    } finally {
+      this.#saleChecks--
+    }
   }
 
   /** A replay answers the pay_by of the reservation it repeats (read from Redis: hold sales only). */

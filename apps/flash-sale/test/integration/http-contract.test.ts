@@ -1,5 +1,7 @@
+import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { App } from '../../src/app.js'
+import { saleKeys } from '../../src/redis/keys.js'
 import type { Runtime } from '../../src/runtime.js'
 import { type InProcessApp, startInProcessApp } from '../support/in-process-app.js'
 
@@ -218,5 +220,33 @@ describe('HTTP contract: bad input gets the right 4xx and code, never a 5xx', ()
       price: 49.99,
       remaining_stock: 0,
     })
+  })
+
+  it('a sale SQL knows that the answering Redis node does not (a cut-off master after a failover) is 503, not 404', async () => {
+    const put = await app.inject({
+      method: 'PUT',
+      url: '/admin/sales/stale',
+      headers: { authorization: `Bearer ${TOKEN}` },
+      payload: { stock: 5, price: 1 },
+    })
+    expect(put.statusCode).toBe(200)
+    // What a master cut off before the sale was opened on the promoted replica holds: nothing of it.
+    const redis = new Redis({ host: fx.node.host, port: fx.node.port, lazyConnect: true })
+    try {
+      const k = saleKeys('stale')
+      expect(await redis.del(k.meta, k.stock)).toBe(2)
+    } finally {
+      redis.disconnect()
+    }
+    for (const user of [2001, 2002]) {
+      const res = await checkout(`{"product_id":"stale","user_id":${user}}`)
+      expect(res.statusCode).toBe(503)
+      expect(res.json().error.code).toBe('UNAVAILABLE')
+      expect(res.headers['retry-after']).toBe('1')
+    }
+    // A product neither knows is still 404.
+    const none = await checkout('{"product_id":"nowhere","user_id":2001}')
+    expect(none.statusCode).toBe(404)
+    expect(none.json().error.code).toBe('UNKNOWN_PRODUCT')
   })
 })
