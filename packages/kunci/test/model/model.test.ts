@@ -4,7 +4,8 @@
  * limits report an error and print their shortest counterexample. One `node check.mjs --json`
  * per configuration (it builds and runs spin's verifier in a temp dir). See model/README.md.
  */
-import { execFileSync } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
+import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 
@@ -37,23 +38,59 @@ function names(): string[] {
   return JSON.parse(src) as string[]
 }
 
-function check(name: string): Result {
-  let out: string
-  try {
-    out = execFileSync(process.execPath, [CHECK, '--json', name], { encoding: 'utf8', maxBuffer: 64 << 20 })
-  } catch (err) {
-    // Exit 1 = the outcome was not the expected one; the JSON line says why.
-    out = String((err as { stdout?: string }).stdout ?? '')
-    if (out === '') throw err
-  }
-  return JSON.parse(out.trim().split('\n').pop()!) as Result
+function check(name: string): Promise<Result> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      [CHECK, '--json', name],
+      { encoding: 'utf8', maxBuffer: 64 << 20 },
+      (err, stdout) => {
+        // Exit 1 = the outcome was not the expected one; the JSON line says why.
+        if (err && stdout === '') return reject(err)
+        try {
+          resolve(JSON.parse(stdout.trim().split('\n').pop()!) as Result)
+        } catch (parseErr) {
+          reject(parseErr)
+        }
+      },
+    )
+  })
 }
 
+/**
+ * Every configuration checked in the background, as many at once as there are cores (at most 2:
+ * the unit project has the machine to itself, and two spins halve its wall time); each test awaits
+ * its own. Started at collection, so the first test does not wait for the queue to be built.
+ */
+function checkAll(all: string[]): Map<string, Promise<Result>> {
+  const queue = [...all]
+  const settle = new Map<string, { resolve: (r: Result) => void; reject: (e: unknown) => void }>()
+  const results = new Map<string, Promise<Result>>()
+  for (const name of all) {
+    const p = new Promise<Result>((resolve, reject) => settle.set(name, { resolve, reject }))
+    // Handled here so that a failure before its test awaits it is not an unhandled rejection;
+    // the test still sees it.
+    p.catch(() => {})
+    results.set(name, p)
+  }
+  const worker = async () => {
+    for (let name = queue.shift(); name !== undefined; name = queue.shift()) {
+      const s = settle.get(name)!
+      await check(name).then(s.resolve, s.reject)
+    }
+  }
+  for (let i = 0; i < Math.min(2, availableParallelism()); i++) void worker()
+  return results
+}
+
+const CONFIG_NAMES = names()
+const results = checkAll(CONFIG_NAMES)
+
 describe('the lock model (spin)', () => {
-  it.each(names())(
+  it.each(CONFIG_NAMES)(
     '%s',
-    (name) => {
-      const r = check(name)
+    async (name) => {
+      const r = await results.get(name)!
       if (r.trail) console.log(`${name}: shortest counterexample (${r.violated})\n  ${r.trail.join('\n  ')}`)
       expect(r.truncated, 'the search was cut by the depth bound').toBe(false)
       if (r.holds) expect(r.errors, r.pan).toBe(0)
