@@ -6,6 +6,9 @@ import { buildApp } from './app.js'
 import type { ServiceConfig } from './config.js'
 import { createRuntime } from './runtime.js'
 
+/** After drainTimeoutMs, how long closing the server and the runtime may still take. */
+const CLOSE_GRACE_MS = 5_000
+
 export interface ServeOptions {
   /** Processes sharing the port (node:cluster). @defaultValue 1 */
   instances?: number
@@ -51,8 +54,20 @@ export async function serve(config: ServiceConfig, opts: ServeOptions = {}): Pro
         app.server.closeAllConnections()
       }, config.drainTimeoutMs)
       try {
-        await app.close()
-        await runtime.close()
+        // Bounded: a close that hangs (a client waiting on a node that went away) must not keep
+        // the instance in Terminating; what was in flight had drainTimeoutMs to finish.
+        const closed = (async () => {
+          await app.close()
+          await runtime.close()
+        })()
+        const late = await Promise.race([
+          closed.then(() => false),
+          sleep(config.drainTimeoutMs + CLOSE_GRACE_MS, undefined, { ref: false }).then(() => true),
+        ])
+        if (late)
+          log(
+            `[flash-sale] drain: closing took over ${config.drainTimeoutMs + CLOSE_GRACE_MS} ms; stopping anyway`,
+          )
       } finally {
         clearTimeout(timer)
         // The 'message' listener below keeps the IPC channel, and so the instance, alive.

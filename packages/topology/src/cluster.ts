@@ -423,14 +423,29 @@ class Cluster implements RedisCluster {
       }
       return true
     })
+    const pairs: { replicaId: string; masterId: string }[] = []
     for (let r = 0; r < replicasPerMaster; r++) {
       for (let m = 0; m < masters; m++) {
         const replica = this.#nodes[masters + r * masters + m]!
-        await this.#run(replica, ['CLUSTER', 'REPLICATE', await this.#idOf(this.#nodes[m]!)])
+        const masterId = await this.#idOf(this.#nodes[m]!)
+        await this.#run(replica, ['CLUSTER', 'REPLICATE', masterId])
+        pairs.push({ replicaId: await this.#idOf(replica), masterId })
       }
     }
     await this.waitForOk()
     for (const replica of this.#nodes.slice(masters)) await this.#waitForLink(replica)
+    // Every node's view shows every replica under its master: CLUSTER REPLICATE reaches the
+    // others by gossip, and replicaOf() reads one node's view (right after the start, on a loaded
+    // machine, a node that had not heard yet answered undefined).
+    await waitUntil('every node to see every replica under its master', DEFAULT_WAIT_MS, async () => {
+      for (const node of this.#live()) {
+        const view = await this.#view(node)
+        const seen = (p: (typeof pairs)[number]) =>
+          view.some((e) => e.id === p.replicaId && e.masterId === p.masterId && !isFailing(e))
+        if (!pairs.every(seen)) return false
+      }
+      return true
+    })
   }
 }
 

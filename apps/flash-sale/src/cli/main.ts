@@ -25,6 +25,8 @@ if (process.env.FLASH_SALE_EXIT_WITH_PARENT === '1' && process.channel) {
   process.channel.unref()
 }
 
+const EXIT_GRACE_MS = 2_000
+
 const [name, ...rest] = process.argv.slice(2)
 const command = COMMANDS.find((c) => c.name === name)
 if (!command) {
@@ -36,10 +38,27 @@ if (!command) {
   command.run(rest).then(
     (code) => {
       process.exitCode = code
+      exitSoon()
     },
     (err: unknown) => {
       console.error(`flash-sale ${command.name}: ${(err as Error)?.stack ?? err}`)
       process.exitCode = 1
+      exitSoon()
     },
   )
+}
+
+/**
+ * The command is done: the process exits once its event loop is empty. A handle something left
+ * open (a client's reconnect timer, a socket) would keep it alive after a drain, and a pod stuck
+ * in Terminating until Kubernetes kills it; so exit anyway after EXIT_GRACE_MS. The timer is
+ * unref'd: it never delays an exit that happens by itself.
+ */
+function exitSoon(): void {
+  setTimeout(() => {
+    console.error(
+      `flash-sale: still running ${EXIT_GRACE_MS} ms after the command ended (an open handle); exiting`,
+    )
+    process.exit()
+  }, EXIT_GRACE_MS).unref()
 }

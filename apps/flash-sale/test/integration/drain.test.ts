@@ -62,9 +62,25 @@ describe('SIGTERM drains', () => {
         }
       }, 20)
     })
-    while (statuses.length < 300) await sleep(10)
+    const state = () =>
+      `${statuses.length} answers, errors ${JSON.stringify(errors.slice(-5))}, routed ${routed}, service running ${fx.stack.service.running} (exit ${fx.stack.service.exitCode}); its last output: ${fx.stack.service.output.slice(-5).join('').slice(-1500)}`
+    const deadline = Date.now() + 20_000
+    while (statuses.length < 300) {
+      if (Date.now() > deadline) throw new Error(`not 300 answers within 20 s before the SIGTERM: ${state()}`)
+      await sleep(10)
+    }
     fx.stack.service.signal('SIGTERM')
-    await exited
+    // DRAIN_DELAY_MS + DRAIN_TIMEOUT_MS, and the close's own bound, with room to spare.
+    const giveUp = new AbortController()
+    const late = await Promise.race([
+      exited.then(() => false),
+      sleep(40_000, undefined, { signal: giveUp.signal }).then(
+        () => true,
+        () => false,
+      ),
+    ])
+    giveUp.abort()
+    if (late) throw new Error(`the service did not exit within 40 s of SIGTERM: ${state()}`)
     stop = true
     await Promise.all([...lanes, probe])
     expect(statuses.length).toBeGreaterThan(300)

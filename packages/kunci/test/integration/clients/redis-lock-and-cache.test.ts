@@ -41,7 +41,15 @@ describe.each(CLIENT_KINDS)('RedisLock and Cache with $name clients', ({ name, m
   const standalone = () => kind.standalone(single.nodes[0]!)
   const clustered = () => kind.cluster(cluster.startupNodes)
   function lock(client: KunciClient): RedisLock {
-    const l = new RedisLock({ client, quarantine: false, prefix: `rl-${tag}:`, onWarning: () => {} })
+    // A generous nodeTimeoutMs (default 200): these tests are about exclusion, fences and wake-ups,
+    // and on a loaded machine a release that took longer threw LockUnavailableError (seen in CI).
+    const l = new RedisLock({
+      client,
+      quarantine: false,
+      nodeTimeoutMs: 2_000,
+      prefix: `rl-${tag}:`,
+      onWarning: () => {},
+    })
     closers.push(() => l.close())
     return l
   }
