@@ -255,7 +255,8 @@ describe('startNetworkFaults in a cluster', () => {
       expect(info.get('master_link_status')).toBe('up')
     }, 30_000)
     await cluster.waitForOk()
-    expect(await cluster.replicaOf(replica)).toBe(master)
+    // replicaOf reads one node's view, which learns the new pair by gossip: eventually, not at once.
+    await eventually(async () => expect(await cluster.replicaOf(replica)).toBe(master), 30_000)
   })
 
   it('partitionMaster (chaos kit) cuts a master off for the step and its undo heals and waits for ok', async () => {

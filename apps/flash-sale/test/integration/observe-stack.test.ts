@@ -100,15 +100,28 @@ describe('the local stack under observation', () => {
     }
     const tickets = joins.map((j) => j.body.ticket as string)
     const poll = async (i: number) => json(await fetch(`${url}/v1/queue/${tickets[i]}`))
-    const checkout = async (userId: number, ticket?: string) =>
-      fetch(`${url}/v1/checkout`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          ...(ticket ? { 'waiting-room-ticket': ticket } : {}),
-        },
-        body: JSON.stringify({ product_id: 9960, user_id: userId }),
-      })
+    // A 503 says "retry" (the checkout's 2 s deadline passed on a loaded machine): a client retries
+    // it, and so does this one, until another answer (seen in CI: 503 where 200 was expected).
+    // One Idempotency-Key per checkout, kept on its retries: a reservation behind a 503 is replayed.
+    let keys = 0
+    const checkout = async (userId: number, ticket?: string) => {
+      const key = `observe-${++keys}`
+      const deadline = Date.now() + 30_000
+      for (;;) {
+        const res = await fetch(`${url}/v1/checkout`, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'idempotency-key': key,
+            ...(ticket ? { 'waiting-room-ticket': ticket } : {}),
+          },
+          body: JSON.stringify({ product_id: 9960, user_id: userId }),
+        })
+        if (res.status !== 503 || Date.now() > deadline) return res
+        await res.body?.cancel()
+        await sleep(200)
+      }
+    }
     // Two admitted (max_admitted 2): the first buys, the second lets its admission lapse.
     await until('two admissions', async () => {
       const states = await Promise.all([0, 1].map(async (i) => (await poll(i)).body.status))
