@@ -316,7 +316,12 @@ describe.each(CONFIGS)('partitions at cluster-node-timeout $nodeTimeoutMs ms', (
       }
       const statuses: Record<string, number> = {}
       for (const r of requests) statuses[r.status] = (statuses[r.status] ?? 0) + 1
-      if (Object.keys(statuses).some((s) => !['200', '202', '409', '429', '503'].includes(s)))
+      if (Object.keys(statuses).some((s) => !['200', '202', '409', '429', '503'].includes(s))) {
+        // Seen once: 48 connections of the main instance broken at a heal (status 0 after 288 ms):
+        // an instance that died? Its output says.
+        console.log(
+          `[partition-crowd] main's last output:\n${stack.service.output.slice(-40).join('')}\nsolo's:\n${stack.solo?.output.slice(-20).join('') ?? ''}`,
+        )
         broken.push(
           `answers outside 200/202/409/429/503 (0 = no answer in 10 s): ${JSON.stringify(statuses)}: ${requests
             .filter((r) => !['200', '202', '409', '429', '503'].includes(String(r.status)))
@@ -324,6 +329,7 @@ describe.each(CONFIGS)('partitions at cluster-node-timeout $nodeTimeoutMs ms', (
             .map(where)
             .join('; ')}`,
         )
+      }
       const slow = requests.filter((r) => (r.serverMs ?? 0) > DEADLINE_MS)
       if (slow.length > 0)
         broken.push(`${slow.length} answers past the deadline: ${slow.slice(0, 3).map(where).join('; ')}`)
