@@ -438,12 +438,9 @@ class Cluster implements RedisCluster {
     // others by gossip, and replicaOf() reads one node's view (right after the start, on a loaded
     // machine, a node that had not heard yet answered undefined).
     await waitUntil('every node to see every replica under its master', DEFAULT_WAIT_MS, async () => {
-      for (const node of this.#live()) {
-        const view = await this.#view(node)
-        const seen = (p: (typeof pairs)[number]) =>
-          view.some((e) => e.id === p.replicaId && e.masterId === p.masterId && !isFailing(e))
-        if (!pairs.every(seen)) return false
-      }
+      for (const p of pairs)
+        if (!(await this.#seenByAll(p.replicaId, (e) => e.masterId === p.masterId && !isFailing(e))))
+          return false
       return true
     })
   }
