@@ -13,42 +13,73 @@ import { runWorkload } from '../support/workload.js'
 const TTL = 1000
 const PODS = 8
 const WORKERS_PER_POD = 4
-/** Acquisitions a 2.5 s run must exceed: proof of progress (a livelock gives ~0), not a benchmark. */
-const LIVENESS_FLOOR = 25
+/**
+ * Liveness, not a benchmark: the contended workers must acquire at least this share of what one
+ * uncontended worker acquires beside them in the same window (the control). The control feels the
+ * same machine (a CPU-bound neighbour, a stalled event loop, nodes down) but no contention, so the
+ * ratio isolates what a livelock would destroy (it gives ~0) from how fast the machine is. Beside a
+ * CPU-bound process and a CI run, the 32 contended workers on 2 resources did 1.2-3.2× the control's
+ * count (measured while writing this); the absolute floor this replaces (25 in 2.5 s) failed there.
+ */
+const LIVENESS_SHARE = 0.2
 
 let fx: Fixture
 const managers: Redlock[] = []
 
-function pods(): Redlock[] {
-  return Array.from({ length: PODS }, () => {
-    const m = new Redlock({
-      clients: fx.clients(),
-      maxTtlMs: TTL,
-      nodeTimeoutMs: 250,
-      onWarning: () => {},
-    })
-    managers.push(m)
-    return m
+function pod(): Redlock {
+  const m = new Redlock({
+    clients: fx.clients(),
+    maxTtlMs: TTL,
+    nodeTimeoutMs: 250,
+    onWarning: () => {},
   })
+  managers.push(m)
+  return m
 }
+
+const ACQUIRE = { ttlMs: TTL, retryCount: 1000, retryDelayMs: 20, retryJitterMs: 20, acquireTimeoutMs: 3000 }
 
 async function run(name: string, fault: () => Promise<void>, durationMs = 2500) {
   const history = new History()
-  const ms = pods()
-  const resources = [`${name}-a`, `${name}-b`]
-  const [result] = await Promise.all([
+  const control = new History()
+  const ms = Array.from({ length: PODS }, pod)
+  const solo = pod()
+  const [result, controlResult] = await Promise.all([
     runWorkload({
       managers: ms,
       workersPerManager: WORKERS_PER_POD,
-      resources,
+      resources: [`${name}-a`, `${name}-b`],
       durationMs,
       history,
-      acquire: { ttlMs: TTL, retryCount: 1000, retryDelayMs: 20, retryJitterMs: 20, acquireTimeoutMs: 3000 },
+      acquire: ACQUIRE,
+    }),
+    // One worker alone on a resource of its own, on a pod of its own: the baseline.
+    runWorkload({
+      managers: [solo],
+      workersPerManager: 1,
+      resources: [`${name}-control`],
+      durationMs,
+      history: control,
+      acquire: ACQUIRE,
     }),
     fault(),
   ])
-  for (const m of ms) await m.close()
-  return { history, ...result }
+  for (const m of [...ms, solo]) await m.close()
+  return { history, control, controlAcquired: controlResult.acquired, ...result }
+}
+
+/** Holds that began in [from, to). */
+const began = (h: History, from: number, to: number) =>
+  h.holds.filter((x) => x.start >= from && x.start < to).length
+
+/** Progress of the contended workers against the control's, in the same window. */
+function expectProgress(contended: number, control: number) {
+  // The control always moves (no contention, a quorum up): a zero here is a broken harness.
+  expect(control, 'the uncontended control acquired nothing').toBeGreaterThan(0)
+  expect(
+    contended,
+    `contended ${contended} against the control's ${control} in the same window`,
+  ).toBeGreaterThanOrEqual(Math.ceil(control * LIVENESS_SHARE))
 }
 
 beforeAll(async () => {
@@ -67,9 +98,8 @@ describe('Redlock safety under faults (32 workers, 8 pods, 2 resources)', () => 
   it('heavy contention: no overlap, increasing fences, steady progress', async () => {
     const r = await run('contention', async () => {})
     expect(r.history.violations()).toEqual([])
-    // A liveness floor, far below what an idle machine does (~300 in 2.5 s), not a benchmark:
-    // low enough to hold with the shared 2 cores at a load average of 20 (seen while testing).
-    expect(r.acquired).toBeGreaterThan(LIVENESS_FLOOR)
+    expect(r.control.violations()).toEqual([])
+    expectProgress(r.acquired, r.controlAcquired)
     // Nothing was lost: every release found its lock still held by a quorum.
     expect(r.errors.E_LOCK_LOST ?? 0).toBe(0)
     expect(
@@ -79,18 +109,21 @@ describe('Redlock safety under faults (32 workers, 8 pods, 2 resources)', () => 
 
   it('2 of 5 nodes killed (-9) mid-run and restarted empty later', async () => {
     const [n0, n1] = fx.set.nodes
+    let downFrom: number | undefined
+    let downTo: number | undefined
     const r = await run('kill2', async () => {
       await sleep(600)
       await Promise.all([n0!.kill(), n1!.kill()])
+      downFrom = performance.now() + 100
       await sleep(1000)
+      downTo = performance.now() - 100
       await Promise.all([n0!.restart({ empty: true }), n1!.restart({ empty: true })])
     })
     expect(r.history.violations()).toEqual([])
-    // Progress continued on the 3 survivors while two were down.
-    const downFrom = r.history.holds[0]!.start + 700
-    expect(
-      r.history.holds.filter((h) => h.start > downFrom && h.start < downFrom + 800).length,
-    ).toBeGreaterThan(3)
+    // Progress continued on the 3 survivors while two were down (from 100 ms after the kill to
+    // 100 ms before the restart, on the test's own clock, not guessed from the first hold).
+    const [from, to] = [downFrom!, downTo!]
+    expectProgress(began(r.history, from, to), began(r.control, from, to))
     await sleep(TTL + 1100) // let the restarted nodes leave quarantine for the next test
   })
 
@@ -103,7 +136,7 @@ describe('Redlock safety under faults (32 workers, 8 pods, 2 resources)', () => 
       node.resume()
     })
     expect(r.history.violations()).toEqual([])
-    expect(r.acquired).toBeGreaterThan(LIVENESS_FLOOR)
+    expectProgress(r.acquired, r.controlAcquired)
   })
 
   it('added latency (40 ms ± 20) on two nodes', async () => {
@@ -112,7 +145,7 @@ describe('Redlock safety under faults (32 workers, 8 pods, 2 resources)', () => 
     try {
       const r = await run('latency', async () => {})
       expect(r.history.violations()).toEqual([])
-      expect(r.acquired).toBeGreaterThan(LIVENESS_FLOOR)
+      expectProgress(r.acquired, r.controlAcquired)
     } finally {
       for (const n of slow) n.proxy!.reset()
     }
@@ -130,6 +163,6 @@ describe('Redlock safety under faults (32 workers, 8 pods, 2 resources)', () => 
       }
     })
     expect(r.history.violations()).toEqual([])
-    expect(r.acquired).toBeGreaterThan(LIVENESS_FLOOR)
+    expectProgress(r.acquired, r.controlAcquired)
   })
 })
