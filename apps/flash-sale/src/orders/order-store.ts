@@ -7,6 +7,7 @@ import {
   returnsUnit,
 } from '../domain/order-states.js'
 import { insufficientFunds, RefusedError } from '../domain/refusals.js'
+import type { SqlSaleCounts } from '../sale/sale-admin.js'
 import type { OrderEvent } from './order-event.js'
 import { type ChargeResult, chargeOnce, ensureWallets } from './wallets.js'
 
@@ -49,23 +50,6 @@ export interface SaleRow {
   price_cents: string
   not_started: boolean
   ended: boolean
-}
-
-/** The SQL side of a sale's counts (this round). */
-export interface SqlSaleCounts {
-  round: number
-  stock_total: number
-  sold: number
-  /** Orders that hold a unit (confirmed, reserved, paid). */
-  confirmed: number
-  /** Orders ended without a unit whose unit is not back in Redis (see SaleCounts.failed). */
-  failed: number
-  /** sales.returned. */
-  returned: number
-  /** Orders whose unit return is pending. */
-  returns_pending: number
-  /** Orders whose unit return is done. */
-  returns_done: number
 }
 
 /** A stored answer of an Idempotency-Key (redlock strategy): the order, or the refusal as sent. */

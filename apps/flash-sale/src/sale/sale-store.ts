@@ -8,8 +8,8 @@ import { SALES_REGISTRY_KEY, saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { isRedirect, isRedisOutage } from '../redis/redis-errors.js'
 import { isDurable, type ReplicaAcks } from '../redis/replica-acks.js'
 import { TimeoutError, withTimeout } from '../runtime-timeout.js'
-import type { StockView } from '../strategies/strategy.js'
 import type { SlotWatch } from './slot-watch.js'
+import type { StockView } from './stock-view.js'
 
 /** The sale's scripts, run through kunci's Script (EVALSHA, EVAL on NOSCRIPT). */
 const script = (name: string) => Script.fromFile(new URL(`./scripts/${name}.lua`, import.meta.url))

@@ -5,13 +5,8 @@ import { isRedisOutage } from '../redis/redis-errors.js'
 import { TimeoutError, withTimeout } from '../runtime-timeout.js'
 import type { SaleSnapshots } from '../sale/sale-snapshots.js'
 import type { ReserveReply, SaleStore } from '../sale/sale-store.js'
-import type {
-  CheckoutOutcome,
-  CheckoutRequest,
-  CheckoutResult,
-  CheckoutStrategy,
-  StockView,
-} from './strategy.js'
+import type { StockView } from '../sale/stock-view.js'
+import type { CheckoutOutcome, CheckoutRequest, CheckoutResult, CheckoutStrategy } from './strategy.js'
 import { refused } from './strategy.js'
 
 /** How long an ALREADY_PURCHASED may wait for its buyer record to be shown durable before 503. */

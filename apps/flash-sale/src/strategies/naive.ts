@@ -3,13 +3,8 @@ import { saleRefusal, unavailable } from '../domain/refusals.js'
 import { saleKeys } from '../redis/keys.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
 import type { SaleStore } from '../sale/sale-store.js'
-import {
-  type CheckoutOutcome,
-  type CheckoutRequest,
-  type CheckoutStrategy,
-  refused,
-  type StockView,
-} from './strategy.js'
+import type { StockView } from '../sale/stock-view.js'
+import { type CheckoutOutcome, type CheckoutRequest, type CheckoutStrategy, refused } from './strategy.js'
 
 /**
  * The design that oversold: read the stock, then write stock − 1, in two round trips with nothing

@@ -12,13 +12,8 @@ import {
 } from '../domain/refusals.js'
 import type { CheckoutTx, OrderStore } from '../orders/order-store.js'
 import { reserveHeldOrder } from '../orders/payments.js'
-import type {
-  CheckoutOutcome,
-  CheckoutRequest,
-  CheckoutResult,
-  CheckoutStrategy,
-  StockView,
-} from './strategy.js'
+import type { StockView } from '../sale/stock-view.js'
+import type { CheckoutOutcome, CheckoutRequest, CheckoutResult, CheckoutStrategy } from './strategy.js'
 import { refused } from './strategy.js'
 
 const refuse = (r: Refusal): never => {

@@ -1,5 +1,6 @@
 import type { Strategy } from '../config.js'
 import type { Refusal } from '../domain/refusals.js'
+import type { StockView } from '../sale/stock-view.js'
 
 export interface CheckoutRequest {
   productId: string
@@ -34,14 +35,6 @@ export interface CheckoutResult {
  * gate, then the checkout again with its `roomGen`.
  */
 export type CheckoutOutcome = ({ ok: true } & CheckoutResult) | ({ ok: false } & Refusal) | { ok: 'gate' }
-
-/** What the admin view of a sale needs from the store the strategy sells from. */
-export interface StockView {
-  /** Units not yet reserved, where the strategy keeps them apart from SQL (Redis); else undefined. */
-  remaining: number | undefined
-  /** Order events that kept failing and were set aside (the stream's dead letters). */
-  deadLettered: number
-}
 
 export interface CheckoutStrategy {
   readonly name: Strategy
