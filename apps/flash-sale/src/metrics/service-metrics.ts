@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
 import { RETURN_REASONS } from '../domain/order-states.js'
-import { createWaitingRoomMetrics } from '../waiting-room/room-metrics.js'
+import { createWaitingRoomMetrics } from './room-metrics.js'
 
 /**
  * The service's own metrics. Names are a contract with deploy/ (alerts, dashboard): a test there
@@ -192,7 +192,7 @@ export function createServiceMetrics(registry: Registry) {
       labelNames: ['product_id'] as const,
       registers,
     }),
-    /** flash_sale_waiting_room_*: see waiting-room/room-metrics.ts. */
+    /** flash_sale_waiting_room_*: see room-metrics.ts. */
     waitingRoom: createWaitingRoomMetrics(registry),
   }
   for (const reason of ['inflight', 'eventLoopDelay']) metrics.shed.inc({ reason }, 0)

@@ -4,7 +4,9 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
  * The waiting room's metrics, created with the service's (service-metrics.ts). The room's state
  * lives in Redis, shared by every instance, so its gauges are the same value wherever read:
  * they aggregate with `max` across node:cluster workers, and dashboards should use max() across
- * pods too. Counters and the histogram count what this instance did (sum them).
+ * pods too. Counters and the histogram count what this instance did (sum them). They live in
+ * metrics/ with the rest: service-metrics.ts composes them, and metrics/ sits below the waiting
+ * room, which only records into them (test/unit/layers.test.ts).
  */
 export function createWaitingRoomMetrics(registry: Registry) {
   const registers = [registry]
