@@ -1,14 +1,9 @@
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify'
 import { isSqlOutage } from '../db/database.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
-import { ApiError, type ApiErrorCode, HTTP_STATUS, unavailableError } from '../routes/api-error.js'
+import { ApiError, type ApiErrorCode, HTTP_STATUS, sendError, unavailableError } from '../routes/api-error.js'
 import { HEADER_FIELDS, type SchemaRules } from '../routes/schemas.js'
 import { SaleNotDurableError } from '../sale/sale-store.js'
-
-export function sendError(reply: FastifyReply, err: ApiError): FastifyReply {
-  if (err.retryAfterS !== undefined) reply.header('Retry-After', String(err.retryAfterS))
-  return reply.code(err.status).send({ error: { code: err.code, message: err.message, ...err.details } })
-}
 
 /** Fastify's own errors for what a client sent → our codes; anything else is ours (500). */
 function fromFastify(err: FastifyError, request: FastifyRequest): ApiError | undefined {

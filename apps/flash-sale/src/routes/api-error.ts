@@ -1,3 +1,4 @@
+import type { FastifyReply } from 'fastify'
 import type { RefusalCode } from '../domain/refusals.js'
 import { type Refusal, unavailable } from '../domain/refusals.js'
 import { ServiceError } from '../errors.js'
@@ -58,6 +59,16 @@ export class ApiError extends ServiceError {
     super(message, options)
     this.status = HTTP_STATUS[code]
   }
+}
+
+/**
+ * Sends an ApiError as its status, Retry-After and `{ error: { code, message, …details } }`. It
+ * sits beside ApiError, not in plugins/errors.ts: a route that answers an error itself (the
+ * checkout's overload shedding) needs it, and routes/ sits below plugins/.
+ */
+export function sendError(reply: FastifyReply, err: ApiError): FastifyReply {
+  if (err.retryAfterS !== undefined) reply.header('Retry-After', String(err.retryAfterS))
+  return reply.code(err.status).send({ error: { code: err.code, message: err.message, ...err.details } })
 }
 
 /**

@@ -2,8 +2,7 @@ import underPressure from '@fastify/under-pressure'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { AppDeps } from '../app-deps.js'
 import { busy } from '../domain/refusals.js'
-import { sendError } from '../plugins/errors.js'
-import { ApiError, fromRefusal, HTTP_STATUS, refusalBody, unavailableError } from './api-error.js'
+import { ApiError, fromRefusal, HTTP_STATUS, refusalBody, sendError, unavailableError } from './api-error.js'
 import { CHECKOUT, type CheckoutBody } from './schemas.js'
 
 /** Checkout bodies are ~40 bytes; anything much larger is not a checkout. */
