@@ -22,12 +22,28 @@ export function isReserveCode(value: unknown): value is ReserveCode {
   return typeof value === 'string' && RESERVE_CODE_SET.has(value)
 }
 
-/** A final answer of the sale (reserve.lua's other codes), or "not now" (retry later). */
-export type RefusalCode = Exclude<ReserveCode, 'RESERVED'> | 'BUSY' | 'UNAVAILABLE' | 'INSUFFICIENT_FUNDS'
+/**
+ * The waiting room's own refusals (waiting-room/waiting-room.ts): no ticket sent, not admitted
+ * yet, a ticket that is not good here, a sale without a room.
+ */
+export type RoomRefusalCode = 'WAITING_ROOM' | 'NOT_ADMITTED' | 'INVALID_TICKET' | 'NO_WAITING_ROOM'
 
 /**
- * Why a checkout did not sell, as the domain says it: the strategies return these and only the
- * HTTP layer (routes/api-error.ts) turns them into statuses and bodies.
+ * A final answer of the sale (reserve.lua's other codes), or "not now" (retry later), or the
+ * waiting room's, or INVALID_REQUEST for input the domain checks itself (a room's options).
+ */
+export type RefusalCode =
+  | Exclude<ReserveCode, 'RESERVED'>
+  | 'BUSY'
+  | 'UNAVAILABLE'
+  | 'INSUFFICIENT_FUNDS'
+  | RoomRefusalCode
+  | 'INVALID_REQUEST'
+
+/**
+ * Why a checkout did not sell (or the waiting room said no), as the domain says it: the
+ * strategies return these, the waiting room throws them in a DomainRefusalError, and only the HTTP
+ * layer (routes/api-error.ts) turns them into statuses and bodies.
  */
 export interface Refusal {
   readonly code: RefusalCode
@@ -37,6 +53,8 @@ export interface Refusal {
   /** BUSY and UNAVAILABLE: seconds before a retry makes sense. */
   readonly retryAfterS?: number
   readonly cause?: unknown
+  /** Fields the answer carries besides code and message (a ticket's `reason`, the queue's URLs). */
+  readonly details?: Readonly<Record<string, unknown>>
 }
 
 const SALE_MESSAGES: Record<Exclude<ReserveCode, 'RESERVED'>, (productId: string) => string> = {
@@ -83,6 +101,11 @@ export function unavailable(why: string, retryAfterS = 2, cause?: unknown): Refu
   return { code: 'UNAVAILABLE', message: `${why}; retry after ${retryAfterS} s`, retryAfterS, cause }
 }
 
+/** Input the domain checks itself is refused, naming the field as the client wrote it and the rule. */
+export function invalidInput(field: string, rule: string): Refusal {
+  return { code: 'INVALID_REQUEST', message: `${field}: ${rule}`, details: { field, rule } }
+}
+
 /**
  * Carries a refusal out of work that must stop (a transaction to roll back); the strategy
  * catches it at its boundary and returns the refusal.
@@ -91,5 +114,23 @@ export class RefusedError extends ServiceError {
   readonly code = 'E_REFUSED'
   constructor(readonly refusal: Refusal) {
     super(refusal.message, { cause: refusal.cause })
+  }
+}
+
+/**
+ * A refusal thrown as the answer itself, by the waiting room, whose callers are the routes (no
+ * boundary to return it at, unlike RefusedError). Its `code` is the refusal's, the code the JSON
+ * body carries (as ApiError's is), and its `details` the body's other fields; the HTTP layer
+ * answers it with fromRefusal(err.refusal), so statuses stay there.
+ */
+export class DomainRefusalError extends ServiceError {
+  readonly code: RefusalCode
+  readonly details: Readonly<Record<string, unknown>>
+  readonly retryAfterS: number | undefined
+  constructor(readonly refusal: Refusal) {
+    super(refusal.message, { cause: refusal.cause })
+    this.code = refusal.code
+    this.details = refusal.details ?? {}
+    this.retryAfterS = refusal.retryAfterS
   }
 }

@@ -1,7 +1,15 @@
 import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify'
 import { isSqlOutage } from '../db/database.js'
+import { DomainRefusalError } from '../domain/refusals.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
-import { ApiError, type ApiErrorCode, HTTP_STATUS, sendError, unavailableError } from '../routes/api-error.js'
+import {
+  ApiError,
+  type ApiErrorCode,
+  fromRefusal,
+  HTTP_STATUS,
+  sendError,
+  unavailableError,
+} from '../routes/api-error.js'
 import { HEADER_FIELDS, type SchemaRules } from '../routes/schemas.js'
 import { SaleNotDurableError } from '../sale/sale-store.js'
 
@@ -51,7 +59,13 @@ function fromFastify(err: FastifyError, request: FastifyRequest): ApiError | und
 /** One place maps errors to statuses and bodies: `{ error: { code, message, …details } }`. */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
-    const api = err instanceof ApiError ? err : fromFastify(err, request)
+    // The waiting room says no in the domain's terms (DomainRefusalError); here it becomes HTTP.
+    const api =
+      err instanceof ApiError
+        ? err
+        : err instanceof DomainRefusalError
+          ? fromRefusal(err.refusal)
+          : fromFastify(err, request)
     if (api && api.status < 500) return sendError(reply, api)
     if (api && api.code !== 'INTERNAL') {
       request.log.warn({ err: api.cause ?? api }, api.message)

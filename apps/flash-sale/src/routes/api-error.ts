@@ -6,8 +6,8 @@ import { ServiceError } from '../errors.js'
 /**
  * The HTTP answers besides success. Each has a stable `code` (the JSON body's `error.code`) and
  * its status; only the HTTP layer knows statuses: the strategies return domain refusals
- * (domain/refusals.ts), fromRefusal() turns them into these, and the one error handler in
- * plugins/errors.ts sends them.
+ * (domain/refusals.ts) and the waiting room throws them (DomainRefusalError), fromRefusal() turns them
+ * into these, and the one error handler in plugins/errors.ts sends them.
  */
 export const HTTP_STATUS = Object.freeze({
   INVALID_REQUEST: 400,
@@ -78,16 +78,18 @@ export function sendError(reply: FastifyReply, err: ApiError): FastifyReply {
 export function refusalBody(r: Refusal): { error: Record<string, unknown> } {
   return {
     error: r.orderId
-      ? { code: r.code, message: r.message, order_id: r.orderId }
-      : { code: r.code, message: r.message },
+      ? { code: r.code, message: r.message, ...r.details, order_id: r.orderId }
+      : { code: r.code, message: r.message, ...r.details },
   }
 }
 
-/** A refusal of the domain as its HTTP answer (ALREADY_PURCHASED carries `order_id`). */
+/**
+ * A refusal of the domain as its HTTP answer (ALREADY_PURCHASED carries `order_id`, the waiting
+ * room's refusals their `details`).
+ */
 export function fromRefusal(r: Refusal): ApiError {
-  return new ApiError(r.code, r.message, r.orderId ? { order_id: r.orderId } : {}, r.retryAfterS, {
-    cause: r.cause,
-  })
+  const details = r.orderId ? { ...r.details, order_id: r.orderId } : { ...r.details }
+  return new ApiError(r.code, r.message, details, r.retryAfterS, { cause: r.cause })
 }
 
 export const invalid = (field: string, rule: string) =>

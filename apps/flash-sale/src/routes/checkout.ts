@@ -1,7 +1,7 @@
 import underPressure from '@fastify/under-pressure'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { AppDeps } from '../app-deps.js'
-import { busy } from '../domain/refusals.js'
+import { busy, DomainRefusalError } from '../domain/refusals.js'
 import { ApiError, fromRefusal, HTTP_STATUS, refusalBody, sendError, unavailableError } from './api-error.js'
 import { CHECKOUT, type CheckoutBody } from './schemas.js'
 
@@ -87,7 +87,10 @@ export async function checkoutRoutes(app: FastifyInstance, deps: AppDeps): Promi
           inflight--
           deps.metrics.inflight.dec()
         }
-      } catch (err) {
+      } catch (caught) {
+        // The waiting room's gate refuses in the domain's terms: mapped here, so the metrics
+        // below count its status and code, and the error handler sends the same answer.
+        const err = caught instanceof DomainRefusalError ? fromRefusal(caught.refusal) : caught
         if (err instanceof ApiError) {
           status = err.status
           outcome = err.code.toLowerCase()

@@ -1,4 +1,7 @@
-import { invalid } from '../routes/api-error.js'
+import { DomainRefusalError, invalidInput } from '../domain/refusals.js'
+
+/** INVALID_REQUEST naming `field`, as the domain says it (the routes answer it as a 400). */
+const invalid = (field: string, rule: string) => new DomainRefusalError(invalidInput(field, rule))
 
 /**
  * A sale's waiting room, as `PUT /admin/sales/:id` takes it in `"waiting_room"` (snake_case in
@@ -49,7 +52,8 @@ const rule = (f: Field) => {
 /**
  * Validates the `waiting_room` field of the admin body: undefined/null → no room; anything else
  * must be an object of the fields above (unknown fields are refused, so a typo does not
- * silently leave a default in force). Throws INVALID_REQUEST naming `waiting_room.<field>`.
+ * silently leave a default in force). Throws a DomainRefusalError(INVALID_REQUEST) naming
+ * `waiting_room.<field>`.
  */
 export function parseWaitingRoom(value: unknown): ResolvedWaitingRoom | undefined {
   if (value === undefined || value === null) return undefined

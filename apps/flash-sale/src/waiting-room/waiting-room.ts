@@ -1,7 +1,12 @@
 import { randomBytes } from 'node:crypto'
+import {
+  DomainRefusalError,
+  invalidInput,
+  type Refusal,
+  unavailable as unavailableRefusal,
+} from '../domain/refusals.js'
 import { initWaitingRoomSeries, type WaitingRoomMetrics } from '../metrics/room-metrics.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
-import { ApiError, invalid, unavailableError as unavailable } from '../routes/api-error.js'
 import { TimeoutError, withTimeout } from '../runtime-timeout.js'
 import { lotteryCommitment, newLotterySecret } from './lottery.js'
 import { roomKeys } from './room-keys.js'
@@ -51,6 +56,12 @@ const queueUrls = (productId: string) => ({
   page_url: `/queue/${productId}`,
 })
 
+/** The room's answers other than success are domain refusals; the routes map them to HTTP. */
+const refuse = (r: Refusal) => new DomainRefusalError(r)
+const invalid = (field: string, rule: string) => refuse(invalidInput(field, rule))
+const unavailable = (why: string, retryAfterS?: number, cause?: unknown) =>
+  refuse(unavailableRefusal(why, retryAfterS, cause))
+
 /** Redis trouble → 503 with Retry-After; anything else goes on up. */
 async function bounded<T>(p: Promise<T>): Promise<T> {
   try {
@@ -76,9 +87,9 @@ function pollAfter(a: Extract<VisitReply, { kind: 'answer' }>): number | null {
 /**
  * The waiting room in front of a sale's checkout: joins, polls, the checkout's ticket check and
  * the admin setup. The state is in Redis (room-store.ts, the scripts); this class signs and
- * checks tickets, translates the scripts' answers and keeps the metrics. Unlike the checkout
- * strategies it answers in HTTP terms (ApiError) itself: its whole surface is its own HTTP API
- * (join, poll, the ticket check), so there is no second caller to keep HTTP away from.
+ * checks tickets, translates the scripts' answers and keeps the metrics. Like the checkout
+ * strategies it says no in the domain's terms (a DomainRefusalError carrying a Refusal,
+ * with the answer's fields in `details`); the routes turn that into HTTP, so the room knows no statuses.
  */
 export class WaitingRoom {
   constructor(
@@ -169,33 +180,37 @@ export class WaitingRoom {
       case 'NO_TICKET':
         if (problem !== undefined) throw this.#invalid(problem, 'checkout')
         this.metrics.refusals.inc({ code: 'WAITING_ROOM', reason: '' })
-        throw new ApiError(
-          'WAITING_ROOM',
-          `this sale has a waiting room: join it (POST /v1/sales/${productId}/queue) and send its ticket as Waiting-Room-Ticket once admitted`,
-          queueUrls(productId),
-          1,
-        )
+        throw refuse({
+          code: 'WAITING_ROOM',
+          message: `this sale has a waiting room: join it (POST /v1/sales/${productId}/queue) and send its ticket as Waiting-Room-Ticket once admitted`,
+          details: queueUrls(productId),
+          retryAfterS: 1,
+        })
       case 'STALE':
         throw this.#invalid('stale', 'checkout')
       case 'EXPIRED':
         throw this.#invalid('expired', 'checkout')
       case 'SOLD_OUT':
-        throw new ApiError('SOLD_OUT', `product ${productId} is sold out`)
+        throw refuse({ code: 'SOLD_OUT', message: `product ${productId} is sold out` })
       case 'NOT_ADMITTED':
         this.metrics.refusals.inc({ code: 'NOT_ADMITTED', reason: '' })
-        throw new ApiError(
-          'NOT_ADMITTED',
-          'not your turn yet: poll GET /v1/queue/<ticket> until the status is admitted',
-          { position: gate.position ?? null, ...queueUrls(productId) },
-          2,
-        )
+        throw refuse({
+          code: 'NOT_ADMITTED',
+          message: 'not your turn yet: poll GET /v1/queue/<ticket> until the status is admitted',
+          details: { position: gate.position ?? null, ...queueUrls(productId) },
+          retryAfterS: 2,
+        })
     }
   }
 
   /** The lottery: commitment always; secret and (with `entrants`) the ranked entrants after the start. */
   async draw(productId: string, entrants: boolean) {
     const d = await bounded(this.store.draw(productId, entrants))
-    if (!d) throw new ApiError('NO_WAITING_ROOM', `the sale of product ${productId} has no waiting room`)
+    if (!d)
+      throw refuse({
+        code: 'NO_WAITING_ROOM',
+        message: `the sale of product ${productId} has no waiting room`,
+      })
     const started = await bounded(this.store.client.hget(roomKeys(productId).meta, 'starts_at_ms'))
     const startsAtMs = Number(started ?? 0)
     const open = Date.now() >= startsAtMs
@@ -239,11 +254,11 @@ export class WaitingRoom {
     }
   }
 
-  #noSecret(): ApiError {
+  #noSecret(): DomainRefusalError {
     return unavailable('this instance has no WAITING_ROOM_SECRET; its waiting rooms cannot answer', 5)
   }
 
-  #invalid(reason: string, op: 'poll' | 'checkout'): ApiError {
+  #invalid(reason: string, op: 'poll' | 'checkout'): DomainRefusalError {
     this.metrics.refusals.inc({ code: 'INVALID_TICKET', reason })
     if (op === 'poll') this.metrics.requests.inc({ op, outcome: 'invalid_ticket' })
     const why: Record<string, string> = {
@@ -254,20 +269,20 @@ export class WaitingRoom {
       stale: 'the ticket is from before the sale was reset: join again',
       expired: 'the admission has lapsed: join the line again',
     }
-    return new ApiError('INVALID_TICKET', why[reason] ?? 'invalid ticket', { reason })
+    return refuse({ code: 'INVALID_TICKET', message: why[reason] ?? 'invalid ticket', details: { reason } })
   }
 
   #answer(op: 'join' | 'poll', productId: string, userId: string, reply: VisitReply): QueueAnswer {
     if (reply.kind === 'off') {
       this.metrics.requests.inc({ op, outcome: 'no_waiting_room' })
-      throw new ApiError(
-        'NO_WAITING_ROOM',
-        `the sale of product ${productId} has no waiting room: check out directly`,
-      )
+      throw refuse({
+        code: 'NO_WAITING_ROOM',
+        message: `the sale of product ${productId} has no waiting room: check out directly`,
+      })
     }
     if (reply.kind === 'unknown_product') {
       this.metrics.requests.inc({ op, outcome: 'unknown_product' })
-      throw new ApiError('UNKNOWN_PRODUCT', `product ${productId} has no sale`)
+      throw refuse({ code: 'UNKNOWN_PRODUCT', message: `product ${productId} has no sale` })
     }
     if (reply.kind === 'stale') throw this.#invalid('stale', 'poll')
     this.metrics.requests.inc({ op, outcome: reply.status })

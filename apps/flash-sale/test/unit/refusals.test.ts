@@ -1,7 +1,14 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { insufficientFunds, RESERVE_CODES, type RefusalCode, saleRefusal } from '../../src/domain/refusals.js'
-import { fromRefusal, HTTP_STATUS } from '../../src/routes/api-error.js'
+import {
+  DomainRefusalError,
+  insufficientFunds,
+  invalidInput,
+  RESERVE_CODES,
+  type RefusalCode,
+  saleRefusal,
+} from '../../src/domain/refusals.js'
+import { fromRefusal, HTTP_STATUS, invalid, refusalBody } from '../../src/routes/api-error.js'
 
 // One table of reserve codes (domain/refusals.ts): reserve.lua's header lists the same codes,
 // and every refusal has an HTTP status, given only by the HTTP layer.
@@ -33,6 +40,36 @@ describe('the reserve codes', () => {
     expect(fromRefusal(insufficientFunds('9921', 4999))).toMatchObject({
       code: 'INSUFFICIENT_FUNDS',
       status: 402,
+    })
+  })
+})
+
+// The waiting room throws DomainRefusalError; the HTTP layer must answer it exactly as it
+// answered the ApiError the room used to throw itself (same status, Retry-After, body fields).
+describe("the waiting room's refusals", () => {
+  it('map to the same HTTP answer as before', () => {
+    const urls = { join_url: '/v1/sales/7/queue', page_url: '/queue/7' }
+    const err = new DomainRefusalError({
+      code: 'WAITING_ROOM',
+      message: 'join',
+      details: urls,
+      retryAfterS: 1,
+    })
+    expect(err).toMatchObject({ code: 'WAITING_ROOM', details: urls, retryAfterS: 1 })
+    expect(fromRefusal(err.refusal)).toMatchObject({
+      code: 'WAITING_ROOM',
+      status: 429,
+      message: 'join',
+      details: urls,
+      retryAfterS: 1,
+    })
+    expect(refusalBody(err.refusal)).toEqual({ error: { code: 'WAITING_ROOM', message: 'join', ...urls } })
+    const bad = fromRefusal(invalidInput('waiting_room.max_admitted', 'an integer'))
+    const before = invalid('waiting_room.max_admitted', 'an integer')
+    expect({ ...bad, status: bad.status, message: bad.message }).toEqual({
+      ...before,
+      status: before.status,
+      message: before.message,
     })
   })
 })
