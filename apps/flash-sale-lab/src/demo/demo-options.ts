@@ -1,10 +1,9 @@
 // Options of one demo run, their defaults in one frozen table and the one resolver that checks
 // them; the three profiles (how long each phase lasts and when the faults hit) live in scenario.ts.
 import { DemoOptionError } from './errors.js'
-import { phasePlans, selectPhases } from './scenario.js'
+import { type DemoProfile, phasePlans, selectPhases } from './scenario.js'
 
 export type DemoStrategy = 'naive' | 'redlock' | 'lua'
-export type DemoProfile = 'quick' | 'default' | 'full'
 /**
  * Where the orders go without --database-url: `embedded` = PGlite (each stack its own);
  * `postgres` = a fresh database per strategy on the local PostgreSQL; `auto` = that if it answers,

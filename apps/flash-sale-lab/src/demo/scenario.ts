@@ -47,7 +47,6 @@ import type { LoadMode } from '../load/load-options.js'
 import type { Stage } from '../load/stages.js'
 import type { StackProcess } from '../stack/child.js'
 import type { SaleSpec } from '../stack/local-stack.js'
-import type { DemoProfile } from './demo-options.js'
 
 export interface PhasePlan {
   /** Stable id for the report, e.g. 'sale-100'. */
@@ -255,6 +254,13 @@ function moneyPair(
     },
   ]
 }
+
+/**
+ * The demo's lengths: phase lengths and fault times per profile (phasePlans below). Declared
+ * here, where the profiles are defined, not in demo-options.ts: that file reads phasePlans() to
+ * check the options, so this one importing it back made the two import each other.
+ */
+export type DemoProfile = 'quick' | 'default' | 'full'
 
 /** The phases of one strategy for a profile. */
 export function phasePlans(profile: DemoProfile): PhasePlan[] {
