@@ -39,6 +39,12 @@ export class StackProcess {
   #child: ChildProcess | undefined
   #exited: Promise<void> = Promise.resolve()
   readonly output: string[] = []
+  /**
+   * The lines of the output that are not a request's info or warning log (a crash's stack, a
+   * primary's "instance exited", errors), each with the time it arrived: kept apart from
+   * `output`, whose last chunks a flood of warnings replaces within seconds. The last 200.
+   */
+  readonly notable: string[] = []
   readonly name: string
   readonly args: string[]
   readonly env: Record<string, string>
@@ -85,6 +91,11 @@ export class StackProcess {
       const text = chunk.toString()
       this.output.push(text)
       if (this.output.length > 200) this.output.shift()
+      for (const line of text.split('\n')) {
+        if (line.trim() === '' || /^\{"level":(10|20|30|40),/.test(line)) continue
+        this.notable.push(`${new Date().toISOString()} ${line.slice(0, 2_000)}`)
+        if (this.notable.length > 200) this.notable.shift()
+      }
       if (this.echo) process.stderr.write(text.replace(/^(?=.)/gm, `[${this.name}] `))
     }
     child.stdout?.on('data', keep)

@@ -27,6 +27,8 @@ export interface SaleRequest {
   status: number
   code: string | undefined
   orderId: string | undefined
+  /** Without an answer: why (a timeout, a reset, a socket the other side closed). */
+  message?: string
 }
 
 export interface SalesCrowdOptions {

@@ -93,13 +93,17 @@ export async function postCheckout(
       ...(body.error?.message ? { message: body.error.message } : {}),
       orderId: body.order_id ?? body.error?.order_id,
     }
-  } catch {
+  } catch (err) {
+    // Why there was no answer (a timeout, a reset, a socket closed by the other side), for a
+    // failure's message: the status alone cannot tell a hang from an instance that died.
+    const e = err as Error & { code?: string; cause?: { code?: string } }
     return {
       sentAt,
       ms: performance.now() - started,
       serverMs: undefined,
       status: 0,
       code: undefined,
+      message: `${e.code ?? e.cause?.code ?? e.name}: ${e.message}`,
       orderId: undefined,
     }
   }
