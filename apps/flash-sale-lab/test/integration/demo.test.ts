@@ -158,7 +158,13 @@ describe('flash-sale-lab demo, quick profile, every fault', () => {
         expect(f.requestsPerUser.max, what).toBeGreaterThanOrEqual(1)
         expect(f.requestsPerUser.mean, what).toBeCloseTo(f.requests / f.users, 1)
         expect(f.bought, what).toBeGreaterThan(0)
-        expect(f.outcomes.gave_up ?? 0, what).toBe(0)
+        // Naive's lost update (`SET stock <read - 1>` from a read made before others sold the
+        // last units) can raise the stock after buyers were told SOLD_OUT: the room, reading
+        // stock > 0, does not say sold_out, and the admitted users who were refused keep their
+        // places until their admission expires (30 s), so no one else is let in: users still in
+        // line give up at their patience (30 s). Seen once beside a CPU-bound process (69 of 200),
+        // where the window between the read and the write is widest. Lua's stock never rises.
+        if (name === 'lua') expect(f.outcomes.gave_up ?? 0, what).toBe(0)
         expect(f.outcomes.error ?? 0, what).toBe(0)
         expect(f.outcomes.stopped ?? 0, what).toBe(0)
         expect(f.spearman!, what).toBeGreaterThanOrEqual(-1)
