@@ -5,9 +5,9 @@ import { productOfOrder } from '../domain/ids.js'
 import { type OrderStatus, REFUNDABLE_STATUSES } from '../domain/order-states.js'
 import { saleKeys } from '../redis/keys.js'
 import type { SaleStore } from '../sale/sale-store.js'
+import { type ChargeResult, chargeOnce, type Queryable, refundOnce } from '../sql/wallets.js'
 import type { NewOrderUnit } from './order-store.js'
 import type { PendingReturn, UnitReturns } from './unit-returns.js'
-import { type ChargeResult, chargeOnce, type Queryable, refundOnce } from './wallets.js'
 
 /**
  * Pay and cancel of a held order (a sale with `payment: 'hold'`, issue 16), the refund of a paid

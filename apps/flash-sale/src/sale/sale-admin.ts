@@ -1,6 +1,7 @@
 import { type Db, inTransaction } from '../db/database.js'
 import type { PaymentMode } from '../domain/order-states.js'
 import { ServiceError } from '../errors.js'
+import type { SqlSaleCountsSource } from '../sql/readers.js'
 import type { Catalog } from './catalog.js'
 import type { SaleStore } from './sale-store.js'
 import type { StockView } from './stock-view.js'
@@ -163,30 +164,7 @@ export interface SaleCounts {
   returns_pending: number
 }
 
-/** The SQL side of a sale's counts (this round). */
-export interface SqlSaleCounts {
-  round: number
-  stock_total: number
-  sold: number
-  /** Orders that hold a unit (confirmed, reserved, paid). */
-  confirmed: number
-  /** Orders ended without a unit whose unit is not back in Redis (see SaleCounts.failed). */
-  failed: number
-  /** sales.returned. */
-  returned: number
-  /** Orders whose unit return is pending. */
-  returns_pending: number
-  /** Orders whose unit return is done. */
-  returns_done: number
-}
-
-/**
- * Where the SQL side of the counts comes from (OrderStore.saleCounts). A port, not the store:
- * the sale sits below the order pipeline, which imports it (test/unit/layers.test.ts).
- */
-export interface SqlSaleCountsSource {
-  saleCounts(productId: string): Promise<SqlSaleCounts | undefined>
-}
+export type { SqlSaleCounts, SqlSaleCountsSource } from '../sql/readers.js'
 
 /** The admin's view of a sale: SQL's counts with the strategy's stock (Redis for lua/naive). */
 export async function saleCounts(

@@ -10,9 +10,9 @@ import {
   saleRefusal,
   unavailable,
 } from '../domain/refusals.js'
-import type { CheckoutTx, OrderStore } from '../orders/order-store.js'
 import { reserveHeldOrder } from '../orders/payments.js'
 import type { StockView } from '../sale/stock-view.js'
+import type { CheckoutTx, RedlockBooks } from '../sql/checkout.js'
 import type { CheckoutOutcome, CheckoutRequest, CheckoutResult, CheckoutStrategy } from './strategy.js'
 import { refused } from './strategy.js'
 
@@ -33,7 +33,7 @@ const refuse = (r: Refusal): never => {
 export class RedlockStrategy implements CheckoutStrategy {
   readonly name = 'redlock' as const
   constructor(
-    readonly orders: OrderStore,
+    readonly orders: RedlockBooks,
     readonly locks: Redlock,
     readonly options: { lockWaitMs: number; lockTtlMs?: number },
   ) {}
