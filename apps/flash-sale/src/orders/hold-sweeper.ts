@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { KunciError, type RedisLock } from 'kunci'
 import { type Db, inTransaction } from '../db/database.js'
-import { type EndedOrder, endOrders } from './payments.js'
+import { type EndedOrder, endOrders } from '../sql/held-orders.js'
 import type { UnitReturns } from './unit-returns.js'
 
 /** The sweeper's schedule and lock. Keep the `@defaultValue` tags in step with DEFAULT_HOLD_SWEEPER. */

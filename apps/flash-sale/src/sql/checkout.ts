@@ -179,3 +179,19 @@ export class CheckoutBooks {
     }
   }
 }
+
+/**
+ * The `redlock` checkout of a hold sale, in its transaction (after its fenced `sold` update): the
+ * order is written reserved until now() + hold_seconds (PostgreSQL's clock, the one pay and the
+ * sweeper compare with), not charged. Undefined, and nothing written, if the sale is instant.
+ */
+export async function reserveHeldOrder(c: Queryable, o: NewOrderUnit): Promise<Date | undefined> {
+  const r = await c.query<{ pay_by: Date }>(
+    `INSERT INTO orders (order_id, product_id, round, user_id, unit_no, price_cents, status, strategy, reserved_at, pay_by)
+     SELECT $1, $2, $3, $4, $5, $6, 'reserved', 'redlock', now(), now() + make_interval(secs => s.hold_seconds)
+     FROM sales s WHERE s.product_id = $2 AND s.payment = 'hold'
+     RETURNING pay_by`,
+    [o.orderId, o.productId, o.round, o.userId, o.unitNo, o.priceCents],
+  )
+  return r.rows[0]?.pay_by
+}

@@ -10,9 +10,9 @@ import {
   saleRefusal,
   unavailable,
 } from '../domain/refusals.js'
-import { reserveHeldOrder } from '../orders/payments.js'
 import type { StockView } from '../sale/stock-view.js'
 import type { CheckoutTx, RedlockBooks } from '../sql/checkout.js'
+import { reserveHeldOrder } from '../sql/checkout.js'
 import type { CheckoutOutcome, CheckoutRequest, CheckoutResult, CheckoutStrategy } from './strategy.js'
 import { refused } from './strategy.js'
 
