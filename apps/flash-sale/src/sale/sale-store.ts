@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Script } from 'kunci'
-import type { PaymentMode, ReturnReason } from '../domain/order-states.js'
 import { isReserveCode, type ReserveCode } from '../domain/refusals.js'
 import { ServiceError } from '../errors.js'
 import type { RedisClient } from '../redis/connect.js'
@@ -8,8 +7,21 @@ import { SALES_REGISTRY_KEY, saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { isRedirect, isRedisOutage } from '../redis/redis-errors.js'
 import { isDurable, type ReplicaAcks } from '../redis/replica-acks.js'
 import { TimeoutError, withTimeout } from '../runtime-timeout.js'
+import {
+  type RefuseInput,
+  type RefuseReply,
+  ReservationScriptError,
+  type ReserveInput,
+  type ReserveReply,
+  type SaleDefinition,
+  type SaleState,
+  UnexpectedScriptReplyError,
+  type UnitReturn,
+  type UnitReturnReply,
+} from './sale-replies.js'
 import type { SlotWatch } from './slot-watch.js'
 import type { StockView } from './stock-view.js'
+import { type Pending, TurnBatcher } from './turn-batcher.js'
 
 /** The sale's scripts, run through kunci's Script (EVALSHA, EVAL on NOSCRIPT). */
 const script = (name: string) => Script.fromFile(new URL(`./scripts/${name}.lua`, import.meta.url))
@@ -19,144 +31,17 @@ const PRELOAD = script('preload')
 const RESTOCK = script('restock')
 const RETURN_UNITS = script('return-units')
 
-/** A sale as the admin defines it (amounts in cents, times in ms since the epoch, 0 = none). */
-export interface SaleDefinition {
-  productId: string
-  round: number
-  stockTotal: number
-  priceCents: number
-  startsAtMs: number
-  endsAtMs: number
-  perUserLimit: number
-  /** How orders are paid (domain/order-states.ts). @defaultValue 'instant' */
-  payment?: PaymentMode
-  /** hold: seconds a reserved order waits for its payment. */
-  holdSeconds?: number
-}
-
-/** One order whose unit goes back to the sale (return-units.lua). */
-export interface UnitReturn {
-  orderId: string
-  userId: string
-  reason: ReturnReason
-}
-
-/** return-units.lua's answer: `returned` (now), `before` (by an earlier call), `stale` (another round). */
-export interface UnitReturnReply {
-  epoch: number
-  stock: number
-  outcomes: ('returned' | 'before' | 'stale')[]
-}
-
-/** reserve.lua's answer for one checkout; ROOM_CHECK: not run, the waiting room must gate it first. */
-export interface ReserveReply {
-  code: ReserveCode | 'ROOM_CHECK'
-  orderId: string
-  /** Units left after the batch this checkout was in. */
-  remaining: number
-  /** The sale's epoch when the batch ran (sale/sale-snapshots.ts). */
-  epoch: number
-  /** The waiting room's generation when the batch ran, '' without a room. */
-  roomGen: string
-  replayed: boolean
-  /** With replica acknowledgements: whether a replica was shown to hold the reservation. */
-  replicated: boolean
-  /**
-   * With replica acknowledgements, for ALREADY_PURCHASED: whether the buyer record it comes from
-   * was shown durable (a replica holds it, or the master is alone: replica-acks.ts). A master cut
-   * off from its replica may name an order that the next failover drops (issue 20).
-   */
-  durable?: boolean
-  /** With replica acknowledgements: the node the reservation was sent to (ReplicaAcks.nodeOf). */
-  servedBy?: string | undefined
-  /**
-   * Hold sales: when a fresh reservation must be paid by (Redis server time of the reservation +
-   * hold_seconds, ms since the epoch); the worker writes the same pay_by in SQL. Undefined for
-   * instant sales and for replays (SaleStore.payBy reads a replay's from its status).
-   */
-  payByMs?: number
-  /** The sale holds its orders until paid (hold_seconds > 0): a replay's pay_by is read again. */
-  hold?: boolean
-}
-
-export interface ReserveInput {
-  productId: string
-  userId: string
-  orderId: string
-  idempotencyKey: string | undefined
-  /**
-   * The waiting room this checkout was checked against: the generation of the room whose gate
-   * admitted it, or '' when this instance knows of no room. reserve.lua answers ROOM_CHECK
-   * (nothing done) if the sale's room is another.
-   */
-  roomGen: string
-}
-
-/** A refusal from an instance's snapshot, to be recorded under its Idempotency-Key (refuse.lua). */
-export interface RefuseInput {
-  productId: string
-  epoch: number
-  userId: string
-  idempotencyKey: string
-  code: 'SOLD_OUT' | 'ALREADY_PURCHASED' | 'SALE_ENDED'
-  orderId: string
-}
-
-/**
- * The recorded answer (the key's earlier one when it had one), or STALE: go through reserve.lua.
- * A key whose earlier answer was RESERVED is replayed with its confirmation, as reserve.lua's
- * replay would be (a repeat must not look more durable than the original).
- */
-export type RefuseReply =
-  | { code: 'STALE' }
-  | {
-      code: ReserveCode
-      orderId: string
-      replayed: boolean
-      replicated: boolean
-      durable?: boolean
-      servedBy?: string | undefined
-    }
-
-/** What an instance needs to answer a sold-out sale from memory (sale/sale-snapshots.ts). */
-export interface SaleState {
-  epoch: number
-  remaining: number
-  startsAtMs: number
-  endsAtMs: number
-  perUserLimit: number
-  /** The waiting room's generation, '' without a room. */
-  roomGen: string
-  /** user → { count, last order }; undefined when there are more than the bound asked for. */
-  buyers: Map<string, { count: number; lastOrderId: string }> | undefined
-  /**
-   * With replica acknowledgements: whether what was read was shown durable after the read (a
-   * replica holds it, or the master is alone). A snapshot of a master cut off from its replica
-   * would answer ALREADY_PURCHASED with orders a failover may drop (issue 20).
-   */
-  durable: boolean
-}
-
-interface Pending<I, R> {
-  input: I
-  resolve: (reply: R) => void
-  reject: (err: unknown) => void
-}
-
-export class UnexpectedScriptReplyError extends ServiceError {
-  readonly code = 'E_UNEXPECTED_REPLY'
-  constructor(script: string, reply: unknown) {
-    super(`${script}.lua answered ${JSON.stringify(reply)}; this is a bug in the service`)
-  }
-}
-
-/** A checkout that failed inside the batch's script (reserve.lua's ERROR): the others went on. */
-export class ReservationScriptError extends ServiceError {
-  readonly code = 'E_RESERVATION_SCRIPT'
-  constructor(productId: string, detail: string) {
-    super(`reserve.lua failed for one checkout of product ${productId}: ${detail}`)
-  }
-}
+export type {
+  RefuseInput,
+  RefuseReply,
+  ReserveInput,
+  ReserveReply,
+  SaleDefinition,
+  SaleState,
+  UnitReturn,
+  UnitReturnReply,
+} from './sale-replies.js'
+export { ReservationScriptError, UnexpectedScriptReplyError } from './sale-replies.js'
 
 /** Bound on every Redis read outside the checkout, so that no endpoint hangs during a failover. */
 const READ_DEADLINE_MS = 2_000
@@ -183,31 +68,6 @@ export interface SaleStoreOptions {
   deadlineMs?: number
   /** Told the size of every batch sent (flash_sale_reserve_batch_size). */
   onBatch?: (kind: 'reserve' | 'refuse', size: number) => void
-}
-
-/**
- * Groups what arrives in one event-loop turn per sale and sends it as one call when the turn
- * ends (group commit). Each caller gets its own answer.
- */
-class TurnBatcher<I, R> {
-  readonly #batches = new Map<string, Pending<I, R>[]>()
-  constructor(readonly flush: (productId: string, batch: Pending<I, R>[]) => Promise<void>) {}
-
-  add(productId: string, input: I): Promise<R> {
-    return new Promise((resolve, reject) => {
-      let batch = this.#batches.get(productId)
-      if (batch === undefined) {
-        const fresh: Pending<I, R>[] = []
-        batch = fresh
-        this.#batches.set(productId, fresh)
-        setImmediate(() => {
-          this.#batches.delete(productId)
-          void this.flush(productId, fresh)
-        })
-      }
-      batch.push({ input, resolve, reject })
-    })
-  }
 }
 
 /** The Redis side of a sale: preload and restock, the atomic reservations, refusals, statuses. */
