@@ -12,9 +12,9 @@ import type { ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
 import { RELAY_GROUP, saleKeys } from '../redis/keys.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
+import type { OrderBatchWriter } from '../sql/order-batches.js'
 import type { OrderMessage, OrderQueues } from './amqp-relay.js'
 import { type OrderEvent, parseOrderEvent } from './order-event.js'
-import type { OrderStore } from './order-store.js'
 import { SqlSink } from './sql-sink.js'
 import { SinkUnavailableError } from './stream-consumer.js'
 import type { UnitReturns } from './unit-returns.js'
@@ -26,7 +26,7 @@ export interface AmqpOrderConsumerOptions {
   /** An open rabbitmq-client Connection; the consumer opens its own channels on it. */
   connection: Connection
   redis: RedisClient
-  orders: OrderStore
+  orders: OrderBatchWriter
   queues: OrderQueues
   metrics?: ServiceMetrics
   /** What the order row records as its strategy. @defaultValue 'lua' */

@@ -1,7 +1,7 @@
 import { Script } from 'kunci'
 import type { RedisClient } from '../redis/connect.js'
 import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
-import type { OrderStore } from './order-store.js'
+import type { UnitBooksReader } from '../sql/readers.js'
 
 const BACKLOG = Script.fromFile(new URL('./scripts/backlog.lua', import.meta.url))
 
@@ -63,7 +63,7 @@ export interface UnitBooks {
  */
 export async function unitBooks(
   redis: RedisClient,
-  orders: OrderStore,
+  orders: UnitBooksReader,
   productId: string,
   group = WORKER_GROUP,
 ): Promise<UnitBooks | undefined> {

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { KunciError, type RedisLock } from 'kunci'
 import { type Db, inTransaction } from '../db/database.js'
-import { type EndedOrder, endOrders } from './payments.js'
+import { type EndedOrder, endOrders } from '../sql/held-orders.js'
+import { activeHolds, dueHolds, fenceSweep, holdSales } from '../sql/hold-sweeps.js'
 import type { UnitReturns } from './unit-returns.js'
 
 /** The sweeper's schedule and lock. Keep the `@defaultValue` tags in step with DEFAULT_HOLD_SWEEPER. */
@@ -71,25 +72,9 @@ export async function expireDue(
     // A sweeper stalled after its fenced write holds the sale's row lock, and the worker's
     // persistence waits on that row: PostgreSQL ends such a session after 10 s idle in the
     // transaction (rolled back, nothing written), so no stalled process stops the sale for long.
-    await c.query(`SELECT set_config('idle_in_transaction_session_timeout', '10000', true)`)
-    const fenced = await c.query(
-      'UPDATE sales SET sweep_fence = $2 WHERE product_id = $1 AND sweep_fence <= $2',
-      [o.productId, o.fence],
-    )
-    if ((fenced.rowCount ?? 0) === 0) return 'fenced_out'
-    // Past pay_by, or of a round a reset ended. SKIP LOCKED: an order a pay or cancel holds right
-    // now is theirs to settle.
-    const due = await c.query<{ order_id: string }>(
-      `SELECT o.order_id FROM orders o JOIN sales s USING (product_id)
-       WHERE o.product_id = $1 AND o.status = 'reserved' AND (o.pay_by <= now() OR o.round <> s.round)
-       ORDER BY o.pay_by LIMIT $2 FOR UPDATE OF o SKIP LOCKED`,
-      [o.productId, o.batchSize],
-    )
-    return endOrders(
-      c,
-      due.rows.map((r) => r.order_id),
-      'expired',
-    )
+    if (!(await fenceSweep(c, o.productId, o.fence))) return 'fenced_out'
+    const due = await dueHolds(c, o.productId, o.batchSize)
+    return endOrders(c, due, 'expired')
   })
 }
 
@@ -149,12 +134,8 @@ export class HoldSweeper {
 
   /** One sweep of every hold sale (and of a sale reset to instant that still has held orders). */
   async sweep(): Promise<void> {
-    const sales = await this.#o.db.query<{ product_id: string }>(
-      `SELECT product_id FROM sales s WHERE payment = 'hold'
-         OR EXISTS (SELECT 1 FROM orders o WHERE o.product_id = s.product_id AND o.status = 'reserved')
-       ORDER BY product_id`,
-    )
-    for (const { product_id } of sales.rows) {
+    const sales = await holdSales(this.#o.db)
+    for (const { product_id } of sales) {
       if (this.#stopped) return
       await this.sweepSale(product_id)
     }
@@ -221,10 +202,7 @@ export class HoldSweeper {
   async #countHolds(productId: string): Promise<void> {
     const { db, onHolds } = this.#o
     if (!onHolds) return
-    const active = await db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM orders WHERE product_id = $1 AND status = 'reserved'`,
-      [productId],
-    )
-    onHolds(productId, active.rows[0]?.n ?? 0)
+    const active = await activeHolds(db, productId)
+    onHolds(productId, active)
   }
 }

@@ -1,18 +1,25 @@
 import { Script } from 'kunci'
-import type pg from 'pg'
 import { type Db, inTransaction } from '../db/database.js'
 import { productOfOrder } from '../domain/ids.js'
 import { type OrderStatus, REFUNDABLE_STATUSES } from '../domain/order-states.js'
 import { saleKeys } from '../redis/keys.js'
 import type { SaleStore } from '../sale/sale-store.js'
-import type { NewOrderUnit } from './order-store.js'
-import type { PendingReturn, UnitReturns } from './unit-returns.js'
-import { type ChargeResult, chargeOnce, type Queryable, refundOnce } from './wallets.js'
+import {
+  type EndedOrder,
+  endedAt,
+  endOrders,
+  lockOrder,
+  markPaid,
+  type OrderRow,
+} from '../sql/held-orders.js'
+import { type ChargeResult, chargeOnce, refundOnce } from '../sql/wallets.js'
+import type { UnitReturns } from './unit-returns.js'
 
 /**
  * Pay and cancel of a held order (a sale with `payment: 'hold'`, issue 16), the refund of a paid
- * order (the admin's), and the one statement that ends held orders (cancel, expiry by the sweeper
- * or by a late pay): every change of an order here happens with its row locked (FOR UPDATE), so a
+ * order (the admin's), over the statements of sql/held-orders.ts (endOrders is the one that ends
+ * held orders: cancel, expiry by the sweeper or by a late pay): every change of an order here
+ * happens with its row locked (FOR UPDATE), so a
  * pay, a cancel, a refund and the sweeper racing for one order settle it once, and the repeats
  * answer what the first one did.
  *
@@ -47,74 +54,7 @@ export type OrderActionResult =
   | { ok: true; order: HeldOrderView; charge?: ChargeResult }
   | { ok: false; code: OrderActionCode; message: string; status?: string }
 
-/** An order that ended now and gives its unit back (after the commit: UnitReturns.give). */
-export interface EndedOrder extends PendingReturn {
-  productId: string
-}
-
-interface OrderRow {
-  order_id: string
-  product_id: string
-  user_id: string
-  round: number
-  status: OrderStatus
-  price_cents: string
-  ended_at: Date | null
-  past_due: boolean
-  charged_at: Date | null
-}
-
-// past_due: pay_by has passed, or the sale was reset since (a new round: the held unit went with
-// the old one), so the order can only expire.
-const LOCK_ORDER = `SELECT o.order_id, o.product_id, o.user_id, o.round, o.status, o.price_cents, o.ended_at,
-    (o.pay_by IS NOT NULL AND now() >= o.pay_by OR s.round IS DISTINCT FROM o.round) AS past_due,
-    p.created_at AS charged_at
-  FROM orders o LEFT JOIN payments p ON p.order_id = o.order_id
-    LEFT JOIN sales s ON s.product_id = o.product_id
-  WHERE o.order_id = $1 FOR UPDATE OF o`
-
-/** What each ending may end: a held order is cancelled or expires, a paid one is refunded. */
-const ENDS_FROM = {
-  cancelled: ['reserved'],
-  expired: ['reserved'],
-  refunded: ['confirmed', 'paid'],
-} as const satisfies Record<string, readonly OrderStatus[]>
-
-/**
- * Ends orders as `cancelled` or `expired` (held orders: status 'reserved') or `refunded` (paid
- * orders: 'confirmed' or 'paid'), in the caller's transaction; others are left as they are:
- * ended_at, unit_return 'pending', and the sale's `sold` lowered for those of its current round
- * (an old round's unit went with the reset; return-units.lua then answers "stale" and nothing
- * comes back). Returns the orders that ended now; the caller gives their units back after the
- * commit.
- */
-export async function endOrders(
-  c: Queryable,
-  orderIds: readonly string[],
-  status: keyof typeof ENDS_FROM,
-): Promise<EndedOrder[]> {
-  if (orderIds.length === 0) return []
-  const r = await c.query<{ order_id: string; product_id: string; user_id: string; round: number }>(
-    `WITH ended AS (
-       UPDATE orders SET status = $2, ended_at = now(), unit_return = 'pending'
-       WHERE order_id = ANY($1) AND status = ANY($3)
-       RETURNING order_id, product_id, user_id, round
-     ), released AS (
-       UPDATE sales s SET sold = s.sold - n.c, updated_at = now()
-       FROM (SELECT product_id, round, count(*)::int AS c FROM ended GROUP BY product_id, round) n
-       WHERE s.product_id = n.product_id AND s.round = n.round
-     )
-     SELECT order_id, product_id, user_id, round FROM ended ORDER BY order_id`,
-    [[...orderIds], status, ENDS_FROM[status]],
-  )
-  return r.rows.map((row) => ({
-    orderId: row.order_id,
-    productId: row.product_id,
-    userId: row.user_id,
-    round: row.round,
-    reason: status,
-  }))
-}
+export type { EndedOrder } from '../sql/held-orders.js'
 
 /** set-status.lua (also the AMQP consumer's): the order's status in Redis, if Redis still has it. */
 const SET_STATUS = Script.fromFile(new URL('./scripts/set-status.lua', import.meta.url))
@@ -162,11 +102,8 @@ export class OrderPayments {
           message: `the wallet of user ${userId} does not cover ${cents(row.price_cents)}: top it up and pay again before pay_by; the order stays reserved until then`,
         }
       }
-      const paid = await c.query<{ ended_at: Date }>(
-        `UPDATE orders SET status = 'paid', ended_at = now() WHERE order_id = $1 RETURNING ended_at`,
-        [orderId],
-      )
-      return { ok: true, order: view({ ...row, status: 'paid', ended_at: paid.rows[0]!.ended_at }), charge }
+      const paidAt = await markPaid(c, orderId)
+      return { ok: true, order: view({ ...row, status: 'paid', ended_at: paidAt }), charge }
     })
     await this.#afterCommit(ended)
     if (result.ok && result.charge === 'charged') await this.#markRedis(result.order, 'paid')
@@ -255,59 +192,6 @@ export class OrderPayments {
       [order.order_id, status],
     ).catch((err) => this.options.onError?.(err))
   }
-}
-
-/**
- * The `redlock` checkout of a hold sale, in its transaction (after its fenced `sold` update): the
- * order is written reserved until now() + hold_seconds (PostgreSQL's clock, the one pay and the
- * sweeper compare with), not charged. Undefined, and nothing written, if the sale is instant.
- */
-export async function reserveHeldOrder(c: Queryable, o: NewOrderUnit): Promise<Date | undefined> {
-  const r = await c.query<{ pay_by: Date }>(
-    `INSERT INTO orders (order_id, product_id, round, user_id, unit_no, price_cents, status, strategy, reserved_at, pay_by)
-     SELECT $1, $2, $3, $4, $5, $6, 'reserved', 'redlock', now(), now() + make_interval(secs => s.hold_seconds)
-     FROM sales s WHERE s.product_id = $2 AND s.payment = 'hold'
-     RETURNING pay_by`,
-    [o.orderId, o.productId, o.round, o.userId, o.unitNo, o.priceCents],
-  )
-  return r.rows[0]?.pay_by
-}
-
-/** An order as GET /v1/orders/:order_id shows it from SQL (pay_by for held orders). */
-export async function orderDetails(
-  c: Queryable,
-  orderId: string,
-): Promise<
-  | {
-      status: string
-      user_id: string
-      failure_reason: string | null
-      pay_by: Date | null
-      ended_at: Date | null
-    }
-  | undefined
-> {
-  const r = await c.query(
-    'SELECT status, user_id, failure_reason, pay_by, ended_at FROM orders WHERE order_id = $1',
-    [orderId],
-  )
-  return r.rows[0]
-}
-
-async function lockOrder(c: pg.PoolClient, orderId: string): Promise<OrderRow | undefined> {
-  // A service instance stalled in the middle of a pay holds the order's row (and maybe the
-  // sale's): PostgreSQL ends the session after 10 s idle in the transaction, and rolls it back.
-  await c.query(`SELECT set_config('idle_in_transaction_session_timeout', '10000', true)`)
-  // A statement that waited for the lock sees the locked order as its holder left it, but the rows
-  // it joins as they were when it started: what an answer needs after a concurrent change is
-  // therefore on the order itself (a refund's time is its ended_at, see view()), not in a join.
-  return (await c.query<OrderRow>(LOCK_ORDER, [orderId])).rows[0]
-}
-
-/** The ended_at the transaction just wrote (now(): the same for every statement of it). */
-async function endedAt(c: Queryable, orderId: string): Promise<Date> {
-  const r = await c.query<{ ended_at: Date }>('SELECT ended_at FROM orders WHERE order_id = $1', [orderId])
-  return r.rows[0]!.ended_at
 }
 
 const cents = (c: string | number) => (Number(c) / 100).toFixed(2)

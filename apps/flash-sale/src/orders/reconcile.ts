@@ -2,8 +2,8 @@ import type { RedisClient } from '../redis/connect.js'
 import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { saleCounts } from '../sale/sale-admin.js'
 import type { SaleStore } from '../sale/sale-store.js'
+import type { BooksReader } from '../sql/readers.js'
 import { type UnitBooks, unitBooks } from './books.js'
-import type { OrderStore } from './order-store.js'
 
 export interface SaleReconciliation {
   product_id: string
@@ -46,7 +46,7 @@ export interface SaleReconciliation {
  *   balance = funded − charged + refunded; no balance below zero.
  */
 export async function reconcile(
-  orders: OrderStore,
+  orders: BooksReader,
   redis: RedisClient | undefined,
   store: SaleStore | undefined,
   /** The group whose backlog counts as "in the queue": the relay's when orders go through RabbitMQ. */

@@ -1,8 +1,8 @@
 import { initSaleSeries, type ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
 import { WORKER_GROUP } from '../redis/keys.js'
+import type { GaugeReader } from '../sql/readers.js'
 import { readRedisBooks, unitBooks } from './books.js'
-import type { OrderStore } from './order-store.js'
 
 /** The last drift reading per sale: a value is exported once two readings in a row agree. */
 const lastDrift = new Map<string, number>()
@@ -17,7 +17,7 @@ const lastDrift = new Map<string, number>()
 export async function updateSaleGauges(
   redis: RedisClient,
   saleIds: () => Promise<string[]>,
-  orders: OrderStore,
+  orders: GaugeReader,
   metrics: ServiceMetrics,
   /** The group draining the streams: RELAY_GROUP when orders go through RabbitMQ. */
   group: string = WORKER_GROUP,

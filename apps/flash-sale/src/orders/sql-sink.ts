@@ -1,12 +1,12 @@
 import { isSqlOutage } from '../db/database.js'
 import { returnsUnit } from '../domain/order-states.js'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
-import type { OrderStore, PersistOutcome } from './order-store.js'
+import type { OrderBatchWriter, PersistOutcome } from '../sql/order-batches.js'
 import { type OrderSink, type SinkEntry, type SinkResult, SinkUnavailableError } from './stream-consumer.js'
 import type { PendingReturn, UnitReturns } from './unit-returns.js'
 
 export interface SqlSinkOptions {
-  orders: OrderStore
+  orders: OrderBatchWriter
   metrics?: ServiceMetrics
   /** Orders persisted at once when a batch is persisted event by event. @defaultValue 8 */
   concurrency?: number
@@ -24,7 +24,7 @@ export interface SqlSinkOptions {
 
 /**
  * The worker's sink: a batch of one sale's events persisted in one transaction
- * (OrderStore.persistBatch; idempotent, exactly once). If that transaction fails for any reason
+ * (sql/order-batches.ts persistBatch; idempotent, exactly once). If that transaction fails for any reason
  * other than an outage (an event SQL refuses: a poison entry), the batch is persisted again event
  * by event, so the others are written and only the bad one fails (and is dead-lettered after
  * maxDeliveries). SQL down stops the batch (SinkUnavailableError): what was written is found

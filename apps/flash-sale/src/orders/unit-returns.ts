@@ -3,6 +3,7 @@ import type { ReturnReason } from '../domain/order-states.js'
 import { saleKeys } from '../redis/keys.js'
 import { isDurable, type ReplicaAcks } from '../redis/replica-acks.js'
 import type { SaleStore, UnitReturn } from '../sale/sale-store.js'
+import { markReturned, pendingReturns } from '../sql/unit-returns.js'
 
 export interface UnitReturnsOptions {
   db: Db
@@ -66,34 +67,14 @@ export class UnitReturns {
     if (done.length > 0) {
       // Counted once per order: only rows still pending move, and only those of the current round
       // (a stale round's unit went with the reset) count in sales.returned.
-      await db.query(
-        `WITH d AS (
-           UPDATE orders SET unit_return = 'done' WHERE order_id = ANY($1) AND unit_return = 'pending'
-           RETURNING order_id, round
-         )
-         UPDATE sales SET returned = returned + n.c, updated_at = now()
-         FROM (SELECT count(*)::int AS c FROM d, sales s
-               WHERE d.order_id = ANY($2) AND s.product_id = $3 AND d.round = s.round) n
-         WHERE sales.product_id = $3 AND n.c > 0`,
-        [done, counted, productId],
-      )
+      await markReturned(db, done, counted, productId)
     }
     return returnedNow
   }
 
   /** Finishes the returns a crash (or an unconfirmed return) left pending; the count returned now. */
   async resumePending(productId: string, limit = 500): Promise<number> {
-    const r = await this.options.db.query<{
-      order_id: string
-      user_id: string
-      round: number
-      reason: ReturnReason
-    }>(
-      `SELECT order_id, user_id, round,
-         CASE WHEN status IN ('cancelled', 'expired', 'refunded') THEN status ELSE failure_reason END AS reason
-       FROM orders WHERE product_id = $1 AND unit_return = 'pending' ORDER BY order_id LIMIT $2`,
-      [productId, limit],
-    )
+    const r = await pendingReturns(this.options.db, productId, limit)
     if (r.rows.length === 0) return 0
     return this.give(
       productId,

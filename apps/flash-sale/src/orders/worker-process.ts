@@ -10,6 +10,7 @@ import { RELAY_GROUP, WORKER_GROUP } from '../redis/keys.js'
 import { ReplicaAcks } from '../redis/replica-acks.js'
 import { withTimeout } from '../runtime-timeout.js'
 import { SaleStore } from '../sale/sale-store.js'
+import type { GaugeReader } from '../sql/readers.js'
 import { AmqpOrderConsumer } from './amqp-consumer.js'
 import { AmqpRelay, orderQueues } from './amqp-relay.js'
 import { startHoldSweeper } from './hold-sweeper-process.js'
@@ -30,7 +31,7 @@ const WORKER_WAIT_MS = 100
  * is one key on one master: a sale added while that master was cut off and then deposed is not in
  * it (issue 20: a whole sale's orders were never read), but SQL has every sale that was created.
  */
-export function allSaleIds(store: SaleStore, orders: OrderStore): () => Promise<string[]> {
+export function allSaleIds(store: SaleStore, orders: Pick<GaugeReader, 'sales'>): () => Promise<string[]> {
   return async () => {
     const [inRedis, inSql] = await Promise.all([
       store.saleIds().catch(() => [] as string[]),

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { AppDeps } from '../app-deps.js'
 import { productOfOrder } from '../domain/ids.js'
-import { orderDetails } from '../orders/payments.js'
+import { orderDetails } from '../sql/held-orders.js'
 import { ApiError } from './api-error.js'
 
 /**

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { AppDeps } from '../app-deps.js'
 import { inTransaction } from '../db/database.js'
-import { setBalance, walletOf } from '../orders/wallets.js'
+import { setBalance, walletOf } from '../sql/wallets.js'
 import { adminGuard } from './admin.js'
 import { invalid } from './api-error.js'
 import { WALLET_PARAMS, WALLET_PUT, type WalletBody } from './schemas.js'

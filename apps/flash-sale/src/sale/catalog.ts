@@ -1,5 +1,6 @@
 import type { Cache } from 'kunci'
 import type { Db } from '../db/database.js'
+import { productRow } from '../sql/sales.js'
 
 export interface Product {
   product_id: string
@@ -25,10 +26,7 @@ export class Catalog {
       ttlMs: this.options.ttlMs,
       graceMs: this.options.graceMs,
       loader: async () => {
-        const r = await this.db.query<{ name: string; price_cents: string }>(
-          'SELECT name, price_cents FROM products WHERE product_id = $1',
-          [productId],
-        )
+        const r = await productRow(this.db, productId)
         const row = r.rows[0]
         return row
           ? { product_id: productId, name: row.name, price_cents: Number(row.price_cents) }

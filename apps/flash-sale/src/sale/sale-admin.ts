@@ -1,23 +1,13 @@
 import { type Db, inTransaction } from '../db/database.js'
 import type { PaymentMode } from '../domain/order-states.js'
 import { ServiceError } from '../errors.js'
+import type { SqlSaleCountsSource } from '../sql/readers.js'
+import { addStock, type SaleInput, writeSale } from '../sql/sales.js'
 import type { Catalog } from './catalog.js'
 import type { SaleStore } from './sale-store.js'
 import type { StockView } from './stock-view.js'
 
-export interface SaleInput {
-  productId: string
-  stock: number
-  priceCents: number
-  name: string | undefined
-  startsAt: Date | undefined
-  endsAt: Date | undefined
-  perUserLimit: number
-  /** How its orders are paid. @defaultValue 'instant' */
-  payment?: PaymentMode
-  /** hold: seconds a reserved order waits for its payment (pay_by = reserved_at + this). */
-  holdSeconds?: number
-}
+export type { SaleInput } from '../sql/sales.js'
 
 export interface SaleView {
   product_id: string
@@ -45,29 +35,7 @@ export async function putSale(
   input: SaleInput,
 ): Promise<SaleView> {
   const row = await inTransaction(db, async (c) => {
-    await c.query(
-      `INSERT INTO products (product_id, name, price_cents) VALUES ($1, $2, $3)
-       ON CONFLICT (product_id) DO UPDATE SET name = COALESCE($4, products.name), price_cents = EXCLUDED.price_cents, updated_at = now()`,
-      [input.productId, input.name ?? `Product ${input.productId}`, input.priceCents, input.name ?? null],
-    )
-    const r = await c.query<{ round: number; name: string }>(
-      `INSERT INTO sales (product_id, round, stock_total, sold, per_user_limit, starts_at, ends_at, payment, hold_seconds)
-       VALUES ($1, 1, $2, 0, $3, $4, $5, $6, $7)
-       ON CONFLICT (product_id) DO UPDATE SET round = sales.round + 1, stock_total = EXCLUDED.stock_total, sold = 0,
-         per_user_limit = EXCLUDED.per_user_limit, starts_at = EXCLUDED.starts_at, ends_at = EXCLUDED.ends_at,
-         payment = EXCLUDED.payment, hold_seconds = EXCLUDED.hold_seconds, returned = 0, updated_at = now()
-       RETURNING round, (SELECT name FROM products WHERE product_id = $1) AS name`,
-      [
-        input.productId,
-        input.stock,
-        input.perUserLimit,
-        input.startsAt ?? null,
-        input.endsAt ?? null,
-        input.payment ?? 'instant',
-        input.holdSeconds ?? null,
-      ],
-    )
-    return r.rows[0]!
+    return writeSale(c, input)
   })
   await store.preload({
     productId: input.productId,
@@ -111,11 +79,7 @@ export async function restockSale(
   { product_id: string; round: number; stock_total: number; remaining: number; epoch: number } | undefined
 > {
   return inTransaction(db, async (c) => {
-    const r = await c.query<{ round: number; stock_total: number }>(
-      `UPDATE sales SET stock_total = stock_total + $2, updated_at = now() WHERE product_id = $1
-       RETURNING round, stock_total`,
-      [productId, units],
-    )
+    const r = await addStock(c, productId, units)
     const row = r.rows[0]
     if (!row) return undefined
     const redis = await store.restock(productId, row.round, units)
@@ -163,30 +127,7 @@ export interface SaleCounts {
   returns_pending: number
 }
 
-/** The SQL side of a sale's counts (this round). */
-export interface SqlSaleCounts {
-  round: number
-  stock_total: number
-  sold: number
-  /** Orders that hold a unit (confirmed, reserved, paid). */
-  confirmed: number
-  /** Orders ended without a unit whose unit is not back in Redis (see SaleCounts.failed). */
-  failed: number
-  /** sales.returned. */
-  returned: number
-  /** Orders whose unit return is pending. */
-  returns_pending: number
-  /** Orders whose unit return is done. */
-  returns_done: number
-}
-
-/**
- * Where the SQL side of the counts comes from (OrderStore.saleCounts). A port, not the store:
- * the sale sits below the order pipeline, which imports it (test/unit/layers.test.ts).
- */
-export interface SqlSaleCountsSource {
-  saleCounts(productId: string): Promise<SqlSaleCounts | undefined>
-}
+export type { SqlSaleCounts, SqlSaleCountsSource } from '../sql/readers.js'
 
 /** The admin's view of a sale: SQL's counts with the strategy's stock (Redis for lua/naive). */
 export async function saleCounts(

@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Script } from 'kunci'
-import type { PaymentMode, ReturnReason } from '../domain/order-states.js'
 import { isReserveCode, type ReserveCode } from '../domain/refusals.js'
 import { ServiceError } from '../errors.js'
 import type { RedisClient } from '../redis/connect.js'
@@ -8,8 +7,21 @@ import { SALES_REGISTRY_KEY, saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { isRedirect, isRedisOutage } from '../redis/redis-errors.js'
 import { isDurable, type ReplicaAcks } from '../redis/replica-acks.js'
 import { TimeoutError, withTimeout } from '../runtime-timeout.js'
+import { READ_DEADLINE_MS, SaleReads } from './sale-reads.js'
+import {
+  type RefuseInput,
+  type RefuseReply,
+  ReservationScriptError,
+  type ReserveInput,
+  type ReserveReply,
+  type SaleDefinition,
+  type SaleState,
+  UnexpectedScriptReplyError,
+  type UnitReturn,
+  type UnitReturnReply,
+} from './sale-replies.js'
 import type { SlotWatch } from './slot-watch.js'
-import type { StockView } from './stock-view.js'
+import { type Pending, TurnBatcher } from './turn-batcher.js'
 
 /** The sale's scripts, run through kunci's Script (EVALSHA, EVAL on NOSCRIPT). */
 const script = (name: string) => Script.fromFile(new URL(`./scripts/${name}.lua`, import.meta.url))
@@ -19,147 +31,18 @@ const PRELOAD = script('preload')
 const RESTOCK = script('restock')
 const RETURN_UNITS = script('return-units')
 
-/** A sale as the admin defines it (amounts in cents, times in ms since the epoch, 0 = none). */
-export interface SaleDefinition {
-  productId: string
-  round: number
-  stockTotal: number
-  priceCents: number
-  startsAtMs: number
-  endsAtMs: number
-  perUserLimit: number
-  /** How orders are paid (domain/order-states.ts). @defaultValue 'instant' */
-  payment?: PaymentMode
-  /** hold: seconds a reserved order waits for its payment. */
-  holdSeconds?: number
-}
+export type {
+  RefuseInput,
+  RefuseReply,
+  ReserveInput,
+  ReserveReply,
+  SaleDefinition,
+  SaleState,
+  UnitReturn,
+  UnitReturnReply,
+} from './sale-replies.js'
+export { ReservationScriptError, UnexpectedScriptReplyError } from './sale-replies.js'
 
-/** One order whose unit goes back to the sale (return-units.lua). */
-export interface UnitReturn {
-  orderId: string
-  userId: string
-  reason: ReturnReason
-}
-
-/** return-units.lua's answer: `returned` (now), `before` (by an earlier call), `stale` (another round). */
-export interface UnitReturnReply {
-  epoch: number
-  stock: number
-  outcomes: ('returned' | 'before' | 'stale')[]
-}
-
-/** reserve.lua's answer for one checkout; ROOM_CHECK: not run, the waiting room must gate it first. */
-export interface ReserveReply {
-  code: ReserveCode | 'ROOM_CHECK'
-  orderId: string
-  /** Units left after the batch this checkout was in. */
-  remaining: number
-  /** The sale's epoch when the batch ran (sale/sale-snapshots.ts). */
-  epoch: number
-  /** The waiting room's generation when the batch ran, '' without a room. */
-  roomGen: string
-  replayed: boolean
-  /** With replica acknowledgements: whether a replica was shown to hold the reservation. */
-  replicated: boolean
-  /**
-   * With replica acknowledgements, for ALREADY_PURCHASED: whether the buyer record it comes from
-   * was shown durable (a replica holds it, or the master is alone: replica-acks.ts). A master cut
-   * off from its replica may name an order that the next failover drops (issue 20).
-   */
-  durable?: boolean
-  /** With replica acknowledgements: the node the reservation was sent to (ReplicaAcks.nodeOf). */
-  servedBy?: string | undefined
-  /**
-   * Hold sales: when a fresh reservation must be paid by (Redis server time of the reservation +
-   * hold_seconds, ms since the epoch); the worker writes the same pay_by in SQL. Undefined for
-   * instant sales and for replays (SaleStore.payBy reads a replay's from its status).
-   */
-  payByMs?: number
-  /** The sale holds its orders until paid (hold_seconds > 0): a replay's pay_by is read again. */
-  hold?: boolean
-}
-
-export interface ReserveInput {
-  productId: string
-  userId: string
-  orderId: string
-  idempotencyKey: string | undefined
-  /**
-   * The waiting room this checkout was checked against: the generation of the room whose gate
-   * admitted it, or '' when this instance knows of no room. reserve.lua answers ROOM_CHECK
-   * (nothing done) if the sale's room is another.
-   */
-  roomGen: string
-}
-
-/** A refusal from an instance's snapshot, to be recorded under its Idempotency-Key (refuse.lua). */
-export interface RefuseInput {
-  productId: string
-  epoch: number
-  userId: string
-  idempotencyKey: string
-  code: 'SOLD_OUT' | 'ALREADY_PURCHASED' | 'SALE_ENDED'
-  orderId: string
-}
-
-/**
- * The recorded answer (the key's earlier one when it had one), or STALE: go through reserve.lua.
- * A key whose earlier answer was RESERVED is replayed with its confirmation, as reserve.lua's
- * replay would be (a repeat must not look more durable than the original).
- */
-export type RefuseReply =
-  | { code: 'STALE' }
-  | {
-      code: ReserveCode
-      orderId: string
-      replayed: boolean
-      replicated: boolean
-      durable?: boolean
-      servedBy?: string | undefined
-    }
-
-/** What an instance needs to answer a sold-out sale from memory (sale/sale-snapshots.ts). */
-export interface SaleState {
-  epoch: number
-  remaining: number
-  startsAtMs: number
-  endsAtMs: number
-  perUserLimit: number
-  /** The waiting room's generation, '' without a room. */
-  roomGen: string
-  /** user → { count, last order }; undefined when there are more than the bound asked for. */
-  buyers: Map<string, { count: number; lastOrderId: string }> | undefined
-  /**
-   * With replica acknowledgements: whether what was read was shown durable after the read (a
-   * replica holds it, or the master is alone). A snapshot of a master cut off from its replica
-   * would answer ALREADY_PURCHASED with orders a failover may drop (issue 20).
-   */
-  durable: boolean
-}
-
-interface Pending<I, R> {
-  input: I
-  resolve: (reply: R) => void
-  reject: (err: unknown) => void
-}
-
-export class UnexpectedScriptReplyError extends ServiceError {
-  readonly code = 'E_UNEXPECTED_REPLY'
-  constructor(script: string, reply: unknown) {
-    super(`${script}.lua answered ${JSON.stringify(reply)}; this is a bug in the service`)
-  }
-}
-
-/** A checkout that failed inside the batch's script (reserve.lua's ERROR): the others went on. */
-export class ReservationScriptError extends ServiceError {
-  readonly code = 'E_RESERVATION_SCRIPT'
-  constructor(productId: string, detail: string) {
-    super(`reserve.lua failed for one checkout of product ${productId}: ${detail}`)
-  }
-}
-
-/** Bound on every Redis read outside the checkout, so that no endpoint hangs during a failover. */
-const READ_DEADLINE_MS = 2_000
 /**
  * Checkouts per script call: a script holds the Redis thread while it runs (a checkout costs it
  * ~10 µs), so a batch is cut into calls of at most this many.
@@ -185,33 +68,8 @@ export interface SaleStoreOptions {
   onBatch?: (kind: 'reserve' | 'refuse', size: number) => void
 }
 
-/**
- * Groups what arrives in one event-loop turn per sale and sends it as one call when the turn
- * ends (group commit). Each caller gets its own answer.
- */
-class TurnBatcher<I, R> {
-  readonly #batches = new Map<string, Pending<I, R>[]>()
-  constructor(readonly flush: (productId: string, batch: Pending<I, R>[]) => Promise<void>) {}
-
-  add(productId: string, input: I): Promise<R> {
-    return new Promise((resolve, reject) => {
-      let batch = this.#batches.get(productId)
-      if (batch === undefined) {
-        const fresh: Pending<I, R>[] = []
-        batch = fresh
-        this.#batches.set(productId, fresh)
-        setImmediate(() => {
-          this.#batches.delete(productId)
-          void this.flush(productId, fresh)
-        })
-      }
-      batch.push({ input, resolve, reject })
-    })
-  }
-}
-
 /** The Redis side of a sale: preload and restock, the atomic reservations, refusals, statuses. */
-export class SaleStore {
+export class SaleStore extends SaleReads {
   readonly #acks: ReplicaAcks | undefined
   readonly #watch: Pick<SlotWatch, 'record'> | undefined
   readonly #deadlineMs: number
@@ -223,10 +81,8 @@ export class SaleStore {
     this.#bounded(p, b, this.#refuse(p, b)),
   )
 
-  constructor(
-    readonly client: RedisClient,
-    options: SaleStoreOptions = {},
-  ) {
+  constructor(client: RedisClient, options: SaleStoreOptions = {}) {
+    super(client)
     this.#acks = options.acks
     this.#watch = options.watch
     this.#deadlineMs = options.deadlineMs ?? 2_000
@@ -534,74 +390,6 @@ export class SaleStore {
       roomGen: String(roomR?.[1] ?? ''),
       buyers,
     }
-  }
-
-  /** The epoch and stock of each sale, one pipelined read per sale (the snapshots' per-second check). */
-  async epochs(productIds: readonly string[]): Promise<Map<string, { epoch: number; remaining: number }>> {
-    const out = new Map<string, { epoch: number; remaining: number }>()
-    await Promise.all(
-      productIds.map(async (id) => {
-        const k = saleKeys(id)
-        const r = await withTimeout(
-          this.client.pipeline().hget(k.meta, 'epoch').get(k.stock).exec(),
-          READ_DEADLINE_MS,
-        )
-        const [e, s] = r ?? []
-        if (e?.[0] || s?.[0]) return
-        out.set(id, { epoch: Number(e?.[1] ?? 0), remaining: Number(s?.[1] ?? 0) })
-      }),
-    )
-    return out
-  }
-
-  async remaining(productId: string): Promise<number | undefined> {
-    const v = await withTimeout(this.client.get(saleKeys(productId).stock), READ_DEADLINE_MS)
-    return v === null ? undefined : Number(v)
-  }
-
-  /** Units left in Redis and order events dead-lettered, for the admin's view of the sale. */
-  async stockView(productId: string): Promise<StockView> {
-    const k = saleKeys(productId)
-    const [remaining, deadLettered] = await withTimeout(
-      Promise.all([this.client.get(k.stock), this.client.xlen(k.dead)]),
-      READ_DEADLINE_MS,
-    )
-    return { remaining: remaining === null ? undefined : Number(remaining), deadLettered }
-  }
-
-  /**
-   * `<status>|<user>|<round>[|<reserved_at ms>]` → its parts; undefined if Redis does not know the
-   * order. (Statuses written before reservations carried their time have no reservedAtMs.)
-   */
-  async orderStatus(productId: string, orderId: string) {
-    const v = await withTimeout(this.client.hget(saleKeys(productId).status, orderId), READ_DEADLINE_MS)
-    if (v === null) return undefined
-    const [status = '', userId = '', round = '0', at] = v.split('|')
-    return { status, userId, round: Number(round), reservedAtMs: at ? Number(at) : undefined }
-  }
-
-  /**
-   * A hold sale's pay_by for a reservation answered again (a replay): its reservation time in
-   * the status hash + the sale's hold_seconds. Undefined for an instant sale, or when Redis no
-   * longer knows the order's time.
-   */
-  async payBy(productId: string, orderId: string, withinMs = READ_DEADLINE_MS): Promise<number | undefined> {
-    const k = saleKeys(productId)
-    if (withinMs <= 0) throw new TimeoutError(0)
-    const r = await withTimeout(
-      this.client.pipeline().hmget(k.meta, 'payment', 'hold_seconds').hget(k.status, orderId).exec(),
-      withinMs,
-    )
-    const [metaR, statusR] = r ?? []
-    if (metaR?.[0] || statusR?.[0]) throw metaR?.[0] ?? statusR?.[0]
-    const [payment, hold] = (metaR?.[1] ?? []) as (string | null)[]
-    if (payment !== 'hold') return undefined
-    const at = String(statusR?.[1] ?? '').split('|')[3]
-    return at ? Number(at) + Number(hold ?? 0) * 1_000 : undefined
-  }
-
-  async saleIds(): Promise<string[]> {
-    return (await withTimeout(this.client.smembers(SALES_REGISTRY_KEY), READ_DEADLINE_MS)).sort()
   }
 }
 

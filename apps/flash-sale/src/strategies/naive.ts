@@ -11,8 +11,9 @@ import { type CheckoutOutcome, type CheckoutRequest, type CheckoutStrategy, refu
  * in between to stop another pod doing the same. Kept only to show the failure; it is never the
  * default and `serve` prints a warning when it is chosen. (Idempotency keys are not honoured.)
  * Its wallet is naive too: the worker persists naive orders with the read-then-write charge
- * (OrderStore.persistBatch with strategy 'naive'), which charges twice for one debit under
- * concurrency where the guarded charge of the other strategies never does.
+ * (sql/batch-wallets.ts NaiveBatchWallet, in the writer OrderStore.batchWriterFor gives
+ * 'naive'), which charges twice for one debit under concurrency where the guarded charge of the
+ * other strategies never does.
  */
 export class NaiveStrategy implements CheckoutStrategy {
   readonly name = 'naive' as const

@@ -10,9 +10,9 @@ import {
   saleRefusal,
   unavailable,
 } from '../domain/refusals.js'
-import type { CheckoutTx, OrderStore } from '../orders/order-store.js'
-import { reserveHeldOrder } from '../orders/payments.js'
 import type { StockView } from '../sale/stock-view.js'
+import type { CheckoutTx, RedlockBooks } from '../sql/checkout.js'
+import { reserveHeldOrder } from '../sql/checkout.js'
 import type { CheckoutOutcome, CheckoutRequest, CheckoutResult, CheckoutStrategy } from './strategy.js'
 import { refused } from './strategy.js'
 
@@ -25,7 +25,7 @@ const refuse = (r: Refusal): never => {
  * nodes; inside it the stock is read and decremented in SQL and the order, payment and wallet
  * charge are written in the same transaction, guarded by the lock's fencing token (a holder that
  * stalled past its TTL cannot write: its UPDATE matches no row). The charge is the guarded one
- * (orders/wallets.ts): a wallet that does not cover the price → INSUFFICIENT_FUNDS (402) and the
+ * (sql/wallets.ts): a wallet that does not cover the price → INSUFFICIENT_FUNDS (402) and the
  * transaction rolls back, unit included. The product lock does not protect the wallet (a user
  * buys two products under two locks at once): the guard in SQL does. Contention past
  * `lockWaitMs` → BUSY; no quorum of lock nodes → UNAVAILABLE; SQL down → UNAVAILABLE.
@@ -33,7 +33,7 @@ const refuse = (r: Refusal): never => {
 export class RedlockStrategy implements CheckoutStrategy {
   readonly name = 'redlock' as const
   constructor(
-    readonly orders: OrderStore,
+    readonly orders: RedlockBooks,
     readonly locks: Redlock,
     readonly options: { lockWaitMs: number; lockTtlMs?: number },
   ) {}

@@ -8,7 +8,7 @@ import { migrate } from '../../src/db/migrate.js'
 import { RefusedError } from '../../src/domain/refusals.js'
 import type { OrderEvent } from '../../src/orders/order-event.js'
 import { OrderStore } from '../../src/orders/order-store.js'
-import { setBalance } from '../../src/orders/wallets.js'
+import { setBalance } from '../../src/sql/wallets.js'
 import { createTestDatabase } from '../support/pg.js'
 
 const PRICE = 1_000

@@ -23,6 +23,10 @@ const SERVICE_LAYERS: readonly Layer[] = [
   { path: 'config.ts', why: 'reads process.env into typed values; the strategy and Redis names live here' },
   { path: 'domain/', why: 'ids, order states, refusals: words of the sale, no I/O, no HTTP' },
   { path: 'db/', why: 'the SQL pool and migrations; knows no table of the sale' },
+  // sql/ holds every statement on the sale's tables (the migrations aside), one module per
+  // audience; it sits right above db/ so that sale/, orders/, strategies/ and routes/ all read and
+  // write through it, and it imports none of them (it names its own narrow row and event types).
+  { path: 'sql/', why: 'the books: every statement on the sale’s tables, one module per audience' },
   { path: 'redis/', why: 'connections, keys and Redis error kinds; reads config' },
   { path: 'metrics/', why: 'the Prometheus families; the order pipeline and the room record into them' },
   { path: 'sale/', why: 'the sale and its stock in Redis and SQL; orders and strategies sell from it' },
