@@ -1,15 +1,8 @@
+import type { OrderEvent } from '../domain/order-event.js'
 import { ServiceError } from '../errors.js'
 
-/** An order as the reservation wrote it to the sale's stream, and how it is parsed back. */
-export interface OrderEvent {
-  orderId: string
-  productId: string
-  userId: string
-  round: number
-  unit: number
-  priceCents: number
-  reservedAtMs: number
-}
+/** An order as the reservation wrote it to the sale's stream (its shape lives in domain/), parsed back. */
+export type { OrderEvent }
 
 export class MalformedEventError extends ServiceError {
   readonly code = 'E_MALFORMED_EVENT'

@@ -1,3 +1,4 @@
+import type { OrderEvent } from '../domain/order-event.js'
 import { ensureWallets, type Queryable } from './wallets.js'
 
 /**
@@ -6,16 +7,8 @@ import { ensureWallets, type Queryable } from './wallets.js'
  * writer is given one and does not branch on the strategy; OrderStore picks (batchWalletFor).
  */
 
-/** A reserved order event as the batch writer needs it (orders/order-event.ts OrderEvent fits). */
-export interface BatchEvent {
-  orderId: string
-  productId: string
-  userId: string
-  round: number
-  unit: number
-  priceCents: number
-  reservedAtMs: number
-}
+/** A reserved order event as the batch writer needs it: the stream's order event (domain/). */
+export type BatchEvent = OrderEvent
 
 export interface BatchWallet {
   /** The balances of these events' users, as the batch decides against them. */

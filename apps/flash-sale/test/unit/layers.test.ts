@@ -231,8 +231,11 @@ describe('the checker', () => {
   })
 })
 
-describe('apps/flash-sale/src layers', () => {
-  const found = checkLayers(sources(SERVICE_SRC), SERVICE_LAYERS)
+describe.each([
+  { tree: 'apps/flash-sale/src', src: SERVICE_SRC, layers: SERVICE_LAYERS },
+  { tree: 'apps/flash-sale-lab/src', src: LAB_SRC, layers: LAB_LAYERS },
+])('$tree layers', ({ src, layers }) => {
+  const found = checkLayers(sources(src), layers)
 
   it('every file sits in a declared layer and every relative import names a file', () => {
     expect(found.unlayered).toEqual([])
@@ -246,8 +249,10 @@ describe('apps/flash-sale/src layers', () => {
   it('no files import each other, directly or round a loop', () => {
     expect(found.cycles).toEqual([])
   })
+})
 
-  it('the domain and the waiting room know nothing of HTTP', () => {
+describe('apps/flash-sale/src: the domain and the waiting room', () => {
+  it('know nothing of HTTP', () => {
     const http = /^(fastify|@fastify\/.+)$|\/routes\/|\/plugins\//
     const offenders = [...sources(SERVICE_SRC)].flatMap(([path, text]) =>
       path.startsWith('domain/') || path.startsWith('waiting-room/')
@@ -257,22 +262,5 @@ describe('apps/flash-sale/src layers', () => {
         : [],
     )
     expect(offenders).toEqual([])
-  })
-})
-
-describe('apps/flash-sale-lab/src layers', () => {
-  const found = checkLayers(sources(LAB_SRC), LAB_LAYERS)
-
-  it('every file sits in a declared layer and every relative import names a file', () => {
-    expect(found.unlayered).toEqual([])
-    expect(found.unresolved).toEqual([])
-  })
-
-  it('every import points to the same layer or a lower one', () => {
-    expect(found.upward).toEqual([])
-  })
-
-  it('no files import each other, directly or round a loop', () => {
-    expect(found.cycles).toEqual([])
   })
 })
