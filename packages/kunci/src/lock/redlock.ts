@@ -249,6 +249,11 @@ export class Redlock implements LockOwner {
         try {
           r = await attemptAcquire(this.nodes, { target, ttlMs: opts.ttlMs, driftMs: opts.driftMs, waiter })
         } finally {
+          // Any attempt that did not grant may have queued us on some node: a node that found the
+          // lock held queues the waiter even when the attempt as a whole came back an outage (a
+          // slow node) or threw. Marked so that giving up (an abort, a deadline) leaves the
+          // queues; marked only on 'held' before, an abort after an outage left a stale waiter.
+          if (waiter && r?.kind !== 'granted') waiter.queued = true
           this.#notifier.attemptEnded(target.lockKeys)
           // What the callers queued behind us give up with, if their deadline passes now.
           queue?.attemptEnded(
@@ -261,7 +266,6 @@ export class Redlock implements LockOwner {
           if (waiter) waiter.queued = false // the script left the queue
           this.#notifier.granted(target.lockKeys) // drop wakes kept during the attempt
         }
-        if (r.kind === 'held' && waiter) waiter.queued = true
         if (r.kind === 'granted') {
           const lock = new Lock(this, target, r.token, r.fence, opts.ttlMs, r.validUntil)
           if (signal?.aborted) {

@@ -252,7 +252,9 @@ describe('cancellation', () => {
     const holder = redlock()
     const waiter = redlock({}, fx.clients())
     const r = res()
-    const lock = await holder.acquire(r, { ttlMs: 5000 })
+    // Held for the whole test, released at its end: a 5 s ttl ran out beside a CPU-bound process
+    // while the queues were checked (the release then found the lock lost).
+    const lock = await holder.acquire(r, { ttlMs: 60_000 })
     const ac = new AbortController()
     // The next retry is 20 s away: an abort answered well before it was answered by the signal,
     // whatever a loaded machine adds (500 ms against a 1 s retry failed beside a CPU-bound process).
