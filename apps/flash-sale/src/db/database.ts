@@ -35,6 +35,15 @@ export async function inTransaction<T>(db: Db, fn: (client: pg.PoolClient) => Pr
   }
 }
 
+/**
+ * In the caller's transaction: PostgreSQL ends the session (and rolls the transaction back) after
+ * `ms` idle in it, so a process stalled while holding row locks (a pay, a hold sweep) cannot hold
+ * them for longer than that.
+ */
+export async function boundIdleTransaction(c: Pick<pg.PoolClient, 'query'>, ms = 10_000): Promise<void> {
+  await c.query(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, [String(ms)])
+}
+
 /** The database could not be reached or went away: retry later, the data is intact. */
 export function isSqlOutage(err: unknown): boolean {
   if (!(err instanceof Error)) return false

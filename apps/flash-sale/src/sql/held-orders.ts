@@ -1,4 +1,5 @@
 import type pg from 'pg'
+import { boundIdleTransaction } from '../db/database.js'
 import type { OrderStatus } from '../domain/order-states.js'
 import type { Queryable } from './wallets.js'
 
@@ -111,7 +112,7 @@ export async function orderDetails(
 export async function lockOrder(c: pg.PoolClient, orderId: string): Promise<OrderRow | undefined> {
   // A service instance stalled in the middle of a pay holds the order's row (and maybe the
   // sale's): PostgreSQL ends the session after 10 s idle in the transaction, and rolls it back.
-  await c.query(`SELECT set_config('idle_in_transaction_session_timeout', '10000', true)`)
+  await boundIdleTransaction(c)
   // A statement that waited for the lock sees the locked order as its holder left it, but the rows
   // it joins as they were when it started: what an answer needs after a concurrent change is
   // therefore on the order itself (a refund's time is its ended_at, see view()), not in a join.

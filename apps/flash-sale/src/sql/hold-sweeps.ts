@@ -1,4 +1,4 @@
-import type { Db } from '../db/database.js'
+import { boundIdleTransaction, type Db } from '../db/database.js'
 import type { Queryable } from './wallets.js'
 
 /**
@@ -12,7 +12,7 @@ import type { Queryable } from './wallets.js'
  * writes the lock's token on it (`sweep_fence <= fence`). False: a newer holder has written.
  */
 export async function fenceSweep(c: Queryable, productId: string, fence: number): Promise<boolean> {
-  await c.query(`SELECT set_config('idle_in_transaction_session_timeout', '10000', true)`)
+  await boundIdleTransaction(c)
   const fenced = await c.query(
     'UPDATE sales SET sweep_fence = $2 WHERE product_id = $1 AND sweep_fence <= $2',
     [productId, fence],

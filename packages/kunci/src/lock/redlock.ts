@@ -249,11 +249,11 @@ export class Redlock implements LockOwner {
         try {
           r = await attemptAcquire(this.nodes, { target, ttlMs: opts.ttlMs, driftMs: opts.driftMs, waiter })
         } finally {
-          // Any attempt that did not grant may have queued us on some node: a node that found the
-          // lock held queues the waiter even when the attempt as a whole came back an outage (a
-          // slow node) or threw. Marked so that giving up (an abort, a deadline) leaves the
-          // queues; marked only on 'held' before, an abort after an outage left a stale waiter.
-          if (waiter && r?.kind !== 'granted') waiter.queued = true
+          // A grant leaves the queues (the script removed us). Any other attempt may have queued
+          // us on some node: one that found the lock held queues the waiter even when the attempt
+          // as a whole came back an outage (a slow node), fenced, or threw; so giving up (an
+          // abort, a deadline) leaves the queues after any of them, not only after 'held'.
+          if (waiter) waiter.queued = r?.kind !== 'granted'
           this.#notifier.attemptEnded(target.lockKeys)
           // What the callers queued behind us give up with, if their deadline passes now.
           queue?.attemptEnded(
@@ -263,10 +263,7 @@ export class Redlock implements LockOwner {
           )
         }
         if (r.kind === 'granted') {
-          if (waiter) waiter.queued = false // the script left the queue
           this.#notifier.granted(target.lockKeys) // drop wakes kept during the attempt
-        }
-        if (r.kind === 'granted') {
           const lock = new Lock(this, target, r.token, r.fence, opts.ttlMs, r.validUntil)
           if (signal?.aborted) {
             await releaseAll(this.nodes, target, r.token)
