@@ -12,15 +12,15 @@ import {
   ackRoute,
   connectLockNodes,
   connectSaleRedis,
-  connectSaleSubscriber,
   type RedisClient,
+  saleChannels,
   whenReady,
 } from './redis/connect.js'
 import { CACHE_PREFIX } from './redis/keys.js'
 import { ReplicaAcks } from './redis/replica-acks.js'
 import { withTimeout } from './runtime-timeout.js'
 import { Catalog } from './sale/catalog.js'
-import { SaleEvents } from './sale/sale-events.js'
+import { SaleEvents, saleOfChannel } from './sale/sale-events.js'
 import { SaleSnapshots } from './sale/sale-snapshots.js'
 import { SaleStore } from './sale/sale-store.js'
 import { SlotWatch } from './sale/slot-watch.js'
@@ -108,10 +108,14 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
         })
       : undefined
   if (snapshots) {
-    events = new SaleEvents(connectSaleSubscriber(config), (productId, message) => {
-      metrics.saleNotifications.inc({ kind: message.split(' ')[0] ?? '' })
-      snapshots.notify(productId, message)
-    })
+    events = new SaleEvents(
+      saleChannels(redis, config, (channel, message) => {
+        const productId = saleOfChannel(channel)
+        if (productId === undefined) return
+        metrics.saleNotifications.inc({ kind: message.split(' ')[0] ?? '' })
+        snapshots.notify(productId, message)
+      }),
+    )
     snapshots.start()
   }
   const cache = new Cache({ client: redis, prefix: CACHE_PREFIX, l1MaxEntries: 10_000 })

@@ -3,6 +3,7 @@ import { keySlot } from 'kunci'
 import type { HostPort, ServiceConfig } from '../config.js'
 import { ClusterAlone, StandaloneAlone } from './cluster-alone.js'
 import type { AckRoute } from './replica-acks.js'
+import { ShardChannels } from './shard-channels.js'
 
 export type RedisClient = Redis | Cluster
 
@@ -63,27 +64,41 @@ export function connectSaleRedis(
 }
 
 /**
- * A client for the sales' sharded notifications (sale/sale-events.ts): a Cluster of its own with
- * ioredis' sharded subscribers (one per master, following slot moves), or a connection of its
- * own to a single node. It keeps its offline queue, so a subscription asked for while it
- * connects is sent once it can be.
+ * The sales' sharded notifications (sale/sale-events.ts): a connection of its own per node that
+ * serves a subscribed sale's slot, placed by the sale client's slot table (refreshed every
+ * second), or one connection to a single node. See shard-channels.ts for why not ioredis'
+ * `shardedSubscribers`.
  */
-export function connectSaleSubscriber(
+export function saleChannels(
+  client: RedisClient,
   config: Pick<ServiceConfig, 'redis'> & RedisAccess,
+  onMessage: (channel: string, message: string) => void,
   name = 'flash-sale-events',
-): RedisClient {
-  const options: RedisOptions = { ...nodeOptions(config), connectionName: name, enableAutoPipelining: false }
-  if ('url' in config.redis) return new Redis(config.redis.url, options)
-  return new Cluster(config.redis.cluster, {
-    redisOptions: options,
-    shardedSubscribers: true,
-    scaleReads: 'master',
-    clusterRetryStrategy: (times) => Math.min(100 * times, 1_000),
-    // Each refresh costs ioredis' sharded-subscriber group two JSON.stringify of the 16,384-slot
-    // map (bench:checkout's sold-out profile: 13 % of an instance's CPU at 1 s). A notification
-    // lost while a moved slot is not yet followed is caught by the snapshots' per-second epoch
-    // check (sale-snapshots.ts), on the sale client, which still refreshes every second.
-    slotsRefreshInterval: 5_000,
+): ShardChannels {
+  const options: RedisOptions = {
+    ...nodeOptions(config),
+    connectionName: name,
+    enableAutoPipelining: false,
+    // ShardChannels replaces a closed connection at the node the slot table names then.
+    retryStrategy: () => null,
+    autoResubscribe: false,
+  }
+  const { redis } = config
+  if ('url' in redis) {
+    return new ShardChannels({
+      route: () => redis.url,
+      connect: () => new Redis(redis.url, options),
+      onMessage,
+    })
+  }
+  const cluster = client as Cluster
+  return new ShardChannels({
+    route: (slot) => cluster.slots[slot]?.[0],
+    connect: (node) => {
+      const colon = node.lastIndexOf(':')
+      return new Redis({ ...options, host: node.slice(0, colon), port: Number(node.slice(colon + 1)) })
+    },
+    onMessage,
   })
 }
 
