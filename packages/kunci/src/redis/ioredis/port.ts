@@ -1,11 +1,11 @@
 /**
  * The port (port.ts) on an ioredis 5 or 6 client. Everything kunci knows of ioredis is in this
- * folder: commands as `call`/`callBuffer`, or around the auto-pipeline for clients of kunci's own
- * ioredis copy (command.ts); the corked hit reads (reader.ts); the Cluster slot table; script
+ * folder: commands as `call`/`callBuffer`, or around the auto-pipeline (command.ts, for a client
+ * of any ioredis copy whose Command class it can learn); the corked hit reads (reader.ts); the Cluster slot table; script
  * preloading on a standalone connection; subscribers and plain connections of kunci's own,
  * duplicated from the user's client or node connection (subscriber.ts, connection.ts).
  *
- * Around the auto-pipeline (`enableAutoPipelining`), for clients of kunci's ioredis copy:
+ * Around the auto-pipeline (`enableAutoPipelining`), for a client of any ioredis copy:
  * - **Cluster scripts: correctness.** ioredis files an auto-pipelined command under the slot of
  *   its first argument, taken as a key. For EVALSHA/EVAL that is the SHA or the source, not a
  *   key: every script call of a tick lands in one pipeline whatever its keys, and ioredis refuses
@@ -17,8 +17,8 @@
  *   `nextTick` per reply, ~30 % more client CPU per acquire+release at concurrency 1
  *   (bench/RESULTS.md). The cache's standalone script calls keep the auto-pipeline, which merges
  *   a tick's calls into one write.
- * Clients of another ioredis copy or major version keep `call` (on such a Cluster with
- * auto-pipelining the ioredis bug above remains: docs/locks.md says to turn it off there).
+ * A client whose Command class cannot be learned (a wrapper without ioredis' `call`) keeps `call`
+ * (on such a Cluster with auto-pipelining the ioredis bug above remains).
  */
 import type { Cluster, Redis } from 'ioredis'
 import type {
@@ -64,13 +64,13 @@ export function ioredisPort(client: RedisClient): RedisPort {
 const isScript = (command: string) => command === 'evalsha' || command === 'eval'
 
 /**
- * How one client sends. A client of kunci's ioredis copy gets its commands built here and given
- * to `sendCommand` (what its own methods do, minus their argument juggling), except the calls
- * that should ride its auto-pipeline; any other client (another copy or major) gets `call`.
+ * How one client sends. Its commands are built here and given to `sendCommand` (what its own
+ * methods do, minus their argument juggling), except the calls that should ride its
+ * auto-pipeline; a client whose Command class is unknown (command.ts) gets `call`.
  */
 class Sender {
   readonly #client: Redis | Cluster
-  /** Own-copy sender, or null for a client of another ioredis copy. */
+  /** The raw sender, or null when the client's Command class is unknown. */
   readonly #own: SendCommand | null
   readonly #autoPipelining: boolean
   readonly #scriptsAround: boolean

@@ -16,7 +16,7 @@
  * closed connection during a failover, LOADING, ...) sends the GET again through
  * `cluster.get()`, which follows redirections, refreshes the slot table and retries as the user
  * configured it. When the slot table or the master's connection is not known yet, the hit is a
- * plain `cluster.get()`. A client of another ioredis copy keeps `get()`.
+ * plain `cluster.get()`. A client whose Command class is unknown (command.ts) keeps `get()`.
  *
  * Not ordered after a write that was not awaited: the GET may reach the node before a script
  * call that ioredis still holds in its auto-pipeline. An awaited write always comes first.
@@ -62,7 +62,7 @@ function getOf(conn: Redis): ReadValue {
 
 /** The hit's GET on one standalone connection. */
 export function standaloneReader(conn: Redis): ReadValue {
-  // Only a client of kunci's own ioredis copy: its stream and sendCommand are known.
+  // Only a client whose Command class is known (any ioredis copy, command.ts).
   if (commandSender(conn) === undefined) return (key) => conn.get(key)
   const corker = new TickCorker()
   const get = getOf(conn)

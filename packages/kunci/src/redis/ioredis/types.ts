@@ -1,6 +1,6 @@
 /**
- * The ioredis types kunci's public API names. Type-only: kunci never loads ioredis at runtime
- * except in this folder, to reuse its Command class for clients of the same copy (command.ts).
+ * The ioredis types kunci's public API names. Type-only: kunci never loads ioredis at runtime;
+ * it works with the copy each client comes from (command.ts learns that copy's Command class).
  */
 import type { Cluster, Redis } from 'ioredis'
 
