@@ -7,6 +7,12 @@ export interface SnapshotOptions {
    * @defaultValue 100000
    */
   maxBuyers?: number
+  /**
+   * Keys whose recorded refusal an instance keeps per sale and epoch, to answer their repeats
+   * without a script call; beyond it, repeats go to Redis as before. About 150 bytes each.
+   * @defaultValue 100000
+   */
+  maxKeys?: number
   /** Every known sale's epoch is read this often (a lost notification costs at most this). @defaultValue 1000 */
   checkIntervalMs?: number
   /**
@@ -31,8 +37,17 @@ export interface LocalAnswer {
   epoch: number
 }
 
+/** A key's recorded refusal, as refuse.lua or reserve.lua answered it. */
+interface KeyAnswer {
+  userId: string
+  code: LocalAnswer['code']
+  orderId: string
+}
+
 interface Known {
   epoch: number
+  /** Keys whose recorded answer at this epoch is a refusal this instance saw. */
+  keys?: Map<string, KeyAnswer>
   /** The waiting room's generation at `epoch` ('' none), as the last batch or read saw it. */
   roomGen: string
   soldOut: boolean
@@ -60,6 +75,12 @@ interface Known {
  * - **Idempotency.** An answer to a checkout with an Idempotency-Key is recorded (refuse.lua, one
  *   call per sale per turn, epoch-checked) before it is sent, and the key's earlier answer wins:
  *   the same key gets the same answer on every instance, after restarts and after a restock.
+ * - **Repeated keys.** A key's recorded answer never changes within the sale's round, so once this
+ *   instance has seen a key's refusal recorded (refuse.lua's reply, or reserve.lua's for a keyed
+ *   checkout) it answers the key's repeats itself: the owner gets the recorded answer, anyone else
+ *   IDEMPOTENCY_KEY_REUSED, as the scripts would. Kept per epoch (a reset is a new round with new
+ *   keys and raises the epoch; so does a restock, after which repeats go to Redis again until the
+ *   sale is sold out anew). A reservation's key is not kept: its replay carries a confirmation.
  */
 export class SaleSnapshots {
   readonly #store: SaleStore
@@ -71,7 +92,13 @@ export class SaleSnapshots {
 
   constructor(store: SaleStore, options: SnapshotOptions = {}) {
     this.#store = store
-    this.#o = { maxBuyers: 100_000, checkIntervalMs: 1_000, clockMarginMs: 1_000, ...options }
+    this.#o = {
+      maxBuyers: 100_000,
+      maxKeys: 100_000,
+      checkIntervalMs: 1_000,
+      clockMarginMs: 1_000,
+      ...options,
+    }
   }
 
   start(): void {
@@ -126,6 +153,30 @@ export class SaleSnapshots {
     if (bought && bought.count >= s.perUserLimit)
       return this.#give({ code: 'ALREADY_PURCHASED', orderId: bought.lastOrderId, epoch: k.epoch })
     return this.#give({ code: 'SOLD_OUT', orderId: '', epoch: k.epoch })
+  }
+
+  /**
+   * The recorded refusal of a key this instance has seen at the sale's current epoch, or
+   * undefined (go to Redis). Asked only after answer() gave an answer for the checkout, i.e. with
+   * the sale sold out and its snapshot loaded at that epoch.
+   */
+  keyAnswer(
+    productId: string,
+    key: string,
+    userId: string,
+  ): { code: LocalAnswer['code'] | 'IDEMPOTENCY_KEY_REUSED'; orderId: string } | undefined {
+    const a = this.#sales.get(productId)?.keys?.get(key)
+    if (a === undefined) return undefined
+    if (a.userId !== userId) return { code: 'IDEMPOTENCY_KEY_REUSED', orderId: '' }
+    return { code: a.code, orderId: a.orderId }
+  }
+
+  /** A key's refusal as a script recorded (or replayed) it at `epoch`, kept while that epoch lasts. */
+  rememberKey(productId: string, epoch: number, key: string, answer: KeyAnswer): void {
+    const k = this.#sales.get(productId)
+    if (k === undefined || k.epoch !== epoch) return
+    k.keys ??= new Map()
+    if (k.keys.size < this.#o.maxKeys || k.keys.has(key)) k.keys.set(key, answer)
   }
 
   /** A recorded answer came back STALE: the snapshot is void (a newer epoch, or stock again). */

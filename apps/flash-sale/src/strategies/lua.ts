@@ -104,6 +104,9 @@ export class LuaStrategy implements CheckoutStrategy {
     if (local === undefined) return undefined
     if (req.idempotencyKey === undefined)
       return refused(saleRefusal(local.code, req.productId, local.orderId))
+    // A repeat of a key whose refusal this instance saw recorded: the same answer, no script.
+    const known = snapshots!.keyAnswer(req.productId, req.idempotencyKey, req.userId)
+    if (known !== undefined) return refused(saleRefusal(known.code, req.productId, known.orderId))
     const recorded = await this.store.refuse({
       productId: req.productId,
       epoch: local.epoch,
@@ -131,7 +134,20 @@ export class LuaStrategy implements CheckoutStrategy {
     }
     if (recorded.code === 'ALREADY_PURCHASED' && recorded.durable === false)
       return this.#unconfirmedPurchase(req, recorded.orderId, recorded.servedBy, deadline)
+    this.#rememberKey(req, local.epoch, recorded.code, recorded.orderId)
     return refused(saleRefusal(recorded.code, req.productId, recorded.orderId))
+  }
+
+  /**
+   * A keyed checkout's refusal as a script recorded or replayed it (durable, for an
+   * ALREADY_PURCHASED: the callers check), kept for the key's repeats (SaleSnapshots.keyAnswer).
+   * IDEMPOTENCY_KEY_REUSED is not: it does not say whose key it is.
+   */
+  #rememberKey(req: CheckoutRequest, epoch: number, code: string, orderId: string): void {
+    const key = req.idempotencyKey
+    if (key === undefined || this.options.snapshots === undefined) return
+    if (code !== 'SOLD_OUT' && code !== 'SALE_ENDED' && code !== 'ALREADY_PURCHASED') return
+    this.options.snapshots.rememberKey(req.productId, epoch, key, { userId: req.userId, code, orderId })
   }
 
   /**
@@ -212,7 +228,11 @@ export class LuaStrategy implements CheckoutStrategy {
       else this.#roomGens.set(req.productId, reply.roomGen)
     }
     if (reply.code === 'ROOM_CHECK') return { ok: 'gate' }
-    if (reply.code !== 'RESERVED') return refused(saleRefusal(reply.code, req.productId, reply.orderId))
+    if (reply.code !== 'RESERVED') {
+      // (An ALREADY_PURCHASED not shown durable never gets here: checkout() handles it first.)
+      this.#rememberKey(req, reply.epoch, reply.code, reply.orderId)
+      return refused(saleRefusal(reply.code, req.productId, reply.orderId))
+    }
     return {
       ok: true,
       orderId: reply.orderId,

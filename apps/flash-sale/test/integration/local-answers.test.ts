@@ -179,6 +179,52 @@ describe('a sold-out sale answered from memory', () => {
     )
   })
 
+  it('repeats of keys refused after the sell-out: answered from memory (no script call), the bodies of the Redis path, and after a restock too', async () => {
+    const productId = '8107'
+    const buyers = await sellOut(productId, 3)
+    const refuseCalls = () => metric('flash_sale_reserve_batch_size_count', 'kind="refuse"')
+    const reserveCalls = () => metric('flash_sale_reserve_batch_size_count', 'kind="reserve"')
+    // 30 keys: non-buyers (SOLD_OUT) and buyers (ALREADY_PURCHASED), each recorded once.
+    const keys = Array.from({ length: 30 }, (_, i) => ({
+      user: i % 10 === 0 ? [...buyers.keys()][(i / 10) % 3]! : 70_000 + i,
+      key: randomUUID(),
+    }))
+    const first = new Map<string, Answer>()
+    for (const k of keys) first.set(k.key, await checkout(productId, k.user, k.key))
+    const refuseBefore = await refuseCalls()
+    const reserveBefore = await reserveCalls()
+    // Six repeats of each, over both instances: an instance that has not seen a key asks Redis
+    // once (a replay it then keeps), so at most one call per key for the other instance.
+    const repeats: { user: number; key: string; answer: Answer }[] = []
+    for (let round = 0; round < 6; round++) {
+      const answers = await Promise.all(keys.map((k) => checkout(productId, k.user, k.key)))
+      for (const [i, answer] of answers.entries()) repeats.push({ ...keys[i]!, answer })
+    }
+    expect((await refuseCalls()) - refuseBefore).toBeLessThanOrEqual(keys.length)
+    expect(await reserveCalls()).toBe(reserveBefore)
+    for (const r of repeats) expect(r.answer).toEqual(first.get(r.key))
+    const codes = new Set([...first.values()].map((a) => a.body.error?.code))
+    expect(codes).toEqual(new Set(['SOLD_OUT', 'ALREADY_PURCHASED']))
+    // Someone else with a remembered key: the Redis path's 422.
+    const reused = await checkout(productId, 99_998, keys[1]!.key)
+    expect(reused.status).toBe(422)
+    expect(reused).toEqual(await viaRedis(productId, 99_998, keys[1]!.key))
+    for (const k of keys.slice(0, 5))
+      expect(await viaRedis(productId, k.user, k.key)).toEqual(first.get(k.key))
+
+    // A restock: the keys keep their answers (recorded in Redis), and the units go to others.
+    const res = await fetch(`${fx.stack.url}/admin/sales/${productId}/restock`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${fx.stack.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ units: 2 }),
+    })
+    expect(res.status).toBe(200)
+    for (const k of keys) expect(await checkout(productId, k.user, k.key)).toEqual(first.get(k.key))
+    const sold = await Promise.all(Array.from({ length: 4 }, (_, i) => checkout(productId, 80_000 + i)))
+    expect(sold.filter((a) => a.status === 200)).toHaveLength(2)
+    for (const k of keys) expect(await checkout(productId, k.user, k.key)).toEqual(first.get(k.key))
+  })
+
   it('a lost notification (the subscriber cut off): never oversold, selling again within the documented bound', async () => {
     const productId = '8103'
     await sellOut(productId, 3)
