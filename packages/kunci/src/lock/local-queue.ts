@@ -7,7 +7,7 @@ import {
 } from '../errors.js'
 import type { Lock } from './lock.js'
 import type { ResolvedAcquireOptions } from './lock-options.js'
-import type { LockTarget } from './node-ops.js'
+import type { LockTarget } from './lock-target.js'
 
 /** A caller queued behind a holder in this process. */
 export interface LocalWaiter {

@@ -2,7 +2,19 @@ import { InvalidOptionError } from '../errors.js'
 import { toRedisPort } from '../redis/client.js'
 import { lockKeys } from '../redis/keys.js'
 import type { RedisPort } from '../redis/port.js'
-import type { LockTarget } from './node-ops.js'
+
+/** The keys of one lock, precomputed once per acquisition. */
+export interface LockTarget {
+  readonly resources: readonly string[]
+  /** lock, fence and queue key of each resource, in that order: what acquire.lua takes. */
+  readonly acquireKeys: readonly string[]
+  /** lock and queue key of each resource: what release.lua takes. */
+  readonly releaseKeys: readonly string[]
+  /** lock and fence key of each resource: what extend.lua takes. */
+  readonly extendKeys: readonly string[]
+  /** The lock keys alone: the release channels, and what the batches count by. */
+  readonly lockKeys: readonly string[]
+}
 
 /** Validates the resources of one acquisition and builds their keys once. */
 export function buildTarget(prefix: string, resources: string | readonly string[]): LockTarget {

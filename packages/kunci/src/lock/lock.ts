@@ -1,5 +1,5 @@
 import { LockLostError } from '../errors.js'
-import type { LockTarget } from './node-ops.js'
+import type { LockTarget } from './lock-target.js'
 
 /** What a Lock needs from its manager; kept narrow so the handle stays a plain value object. */
 export interface LockOwner {

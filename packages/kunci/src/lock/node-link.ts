@@ -3,7 +3,16 @@ import { UnexpectedReplyError } from '../errors.js'
 import type { LuaScript } from '../redis/lua-script.js'
 import type { RedisPort } from '../redis/port.js'
 import { runScriptTo } from '../redis/script.js'
+import type { FenceClock } from './fence-clock.js'
 import { NodeHealth, type NodeHealthOptions } from './node-health.js'
+
+/** The nodes of one lock manager and what every operation on them needs. */
+export interface Nodes {
+  readonly links: readonly NodeLink[]
+  readonly quorum: number
+  readonly nodeTimeoutMs: number
+  readonly clock: FenceClock
+}
 
 interface Pending {
   readonly script: LuaScript

@@ -1,75 +1,14 @@
+// One acquisition attempt on every node of a lock manager (the same token and fencing proposal
+// everywhere), with the clean-up of a failed attempt: partial grants released, queued waiters
+// taken out of the queues. Release and extension are node-release.ts.
 import { type NodeVote, type NodeVoteStatus, UnexpectedReplyError } from '../errors.js'
-import { loadScript } from '../redis/lua-script.js'
 import { hasSubscribers, NODE_ERROR_CHANNEL, publishEvent, RELEASED_CHANNEL } from './events.js'
-import type { FenceClock } from './fence-clock.js'
-import { type NodeLink, StaleVoteError } from './node-link.js'
+import { ACQUIRE, ACQUIRE_ONE, Acquire, type AcquireStatus, RELEASE, UNQUEUE } from './lock-scripts.js'
+import type { LockTarget } from './lock-target.js'
+import { type Nodes, StaleVoteError } from './node-link.js'
 import { gather, type Outcome } from './quorum.js'
 import { randomToken } from './tokens.js'
 import { NO_VOTES, type VoteRules, voteOf, votesOf } from './votes.js'
-
-/** acquire.lua's per-request status (the first of its three reply values). */
-export const Acquire = Object.freeze({
-  /** Held by another token; the second value is its remaining TTL. */
-  HELD: 0,
-  /** Granted with the proposed fence. */
-  GRANTED: 1,
-  /** The proposal was not above the fence stored there (the second value). */
-  FENCED: 2,
-  /** A hand-over gave way to other processes' waiters: prev released. */
-  YIELDED: 3,
-} as const)
-export type AcquireStatus = (typeof Acquire)[keyof typeof Acquire]
-
-const ACQUIRE = loadScript(new URL('./scripts/acquire.lua', import.meta.url), { replyWidth: 3 })
-const RELEASE = loadScript(new URL('./scripts/release.lua', import.meta.url))
-/**
- * The common case (one resource, no hand-over) in lean scripts; when several such requests
- * share a tick, the node link packs them into ACQUIRE / RELEASE (one script call per node).
- */
-const ACQUIRE_ONE = loadScript(new URL('./scripts/acquire-one.lua', import.meta.url), {
-  replyWidth: 3,
-  batchAs: {
-    script: ACQUIRE,
-    // token, ttl, fence[, waiter id, since, queued] → acquire.lua's 6 values per request.
-    pack: (a) => [a[0]!, a[1]!, a[2]!, 1, '', a.length > 3 ? `${a[3]}|${a[4]}|${a[5]}` : ''],
-  },
-  // fence (granted), -(pttl + 3) (held) or the fenced triple: see acquire-one.lua.
-  decodeLone: (r) =>
-    typeof r === 'number'
-      ? r > 0
-        ? [Acquire.GRANTED, r, 0]
-        : [Acquire.HELD, -r - 3, 0]
-      : Array.isArray(r)
-        ? r
-        : undefined,
-})
-const RELEASE_ONE = loadScript(new URL('./scripts/release-one.lua', import.meta.url), {
-  batchAs: { script: RELEASE, pack: (a) => [a[0]!, 1] },
-  decodeLone: (r) => (typeof r === 'number' ? r : undefined),
-})
-const EXTEND = loadScript(new URL('./scripts/extend.lua', import.meta.url))
-const UNQUEUE = loadScript(new URL('./scripts/unqueue.lua', import.meta.url))
-
-/** The nodes of one lock manager and what every operation on them needs. */
-export interface Nodes {
-  readonly links: readonly NodeLink[]
-  readonly quorum: number
-  readonly nodeTimeoutMs: number
-  readonly clock: FenceClock
-}
-
-/** The keys of one lock, precomputed once per acquisition. */
-export interface LockTarget {
-  readonly resources: readonly string[]
-  /** lock, fence and queue key of each resource, in that order: what acquire.lua takes. */
-  readonly acquireKeys: readonly string[]
-  /** lock and queue key of each resource: what release.lua takes. */
-  readonly releaseKeys: readonly string[]
-  /** lock and fence key of each resource: what extend.lua takes. */
-  readonly extendKeys: readonly string[]
-  /** The lock keys alone: the release channels, and what the batches count by. */
-  readonly lockKeys: readonly string[]
-}
 
 export type AttemptResult =
   | {
@@ -267,83 +206,6 @@ export async function attemptAcquire(nodes: Nodes, options: AttemptOptions): Pro
   return { kind, votes, pttl, prevMissingOn }
 }
 
-/** Compare-and-delete on every node; counts the nodes on which all of the lock's keys were ours. */
-export async function releaseAll(
-  nodes: Nodes,
-  target: LockTarget,
-  token: string,
-): Promise<{ released: number; answered: number; votes: NodeVote[] }> {
-  const one = target.lockKeys.length === 1
-  const script = one ? RELEASE_ONE : RELEASE
-  const args = one ? [token] : [token, target.lockKeys.length]
-  const requests = nodes.links.map((l) => l.call({ script, keys: target.releaseKeys, args }))
-  const all = target.lockKeys.length
-  const lost = nodes.links.length - nodes.quorum
-  // Decided once a quorum released or too many nodes lacked our token; a dead node then
-  // costs nothing (the command still reaches the others, and the rest whenever they answer).
-  const outcomes = await gather(requests, nodes.nodeTimeoutMs, (out) => {
-    let ok = 0
-    let missing = 0
-    for (const o of out) if (o?.ok) Number(o.value) === all ? ok++ : missing++
-    return ok >= nodes.quorum || missing > lost
-  })
-  let released = 0
-  let answered = 0
-  for (const o of outcomes) {
-    if (!o?.ok) continue
-    answered++
-    if (Number(o.value) === all) released++
-  }
-  // Per-node votes only when they are reported: a failed release, or a listener.
-  const votes =
-    released < nodes.quorum || hasSubscribers(RELEASED_CHANNEL)
-      ? votesOf(nodes.links, outcomes, {
-          vote: false,
-          statusOf: (v) => (Number(v) === all ? 'released' : 'not-owner'),
-        })
-      : NO_VOTES
-  return { released, answered, votes }
-}
-
-export interface ExtendRequest {
-  readonly target: LockTarget
-  readonly token: string
-  /** The lock's fencing token: a node sets a missing key again only if it granted nobody since. */
-  readonly fence: number
-  readonly ttlMs: number
-}
-
-/**
- * Compare-and-pexpire on every node (setting the key again where it is missing and the fence
- * allows, see extend.lua); counts the nodes that extended every key of the lock.
- */
-export async function extendAll(
-  nodes: Nodes,
-  { target, token, fence, ttlMs }: ExtendRequest,
-): Promise<{ extended: number; answered: number; votes: NodeVote[]; start: number }> {
-  const start = performance.now()
-  const args = [token, ttlMs, fence, target.lockKeys.length]
-  const requests = nodes.links.map((l) =>
-    l.canVote(start) ? l.call({ script: EXTEND, keys: target.extendKeys, args, vote: true }) : undefined,
-  )
-  const refusable = nodes.links.length - nodes.quorum
-  const outcomes = await gather(requests, nodes.nodeTimeoutMs, (out) => {
-    let ok = 0
-    let no = 0
-    for (const o of out) if (o?.ok) Number(o.value) === 1 ? ok++ : no++
-    return ok >= nodes.quorum || no > refusable
-  })
-  let extended = 0
-  let answered = 0
-  for (const o of outcomes) {
-    if (!o?.ok) continue
-    answered++
-    if (Number(o.value) === 1) extended++
-  }
-  const votes = votesOf(nodes.links, outcomes, EXTEND_VOTES)
-  return { extended, answered, votes, start }
-}
-
 /** Nodes that refused a winning waiter (it queued there): take it out of their queues. */
 function unqueueWhereHeld(
   nodes: Nodes,
@@ -409,7 +271,6 @@ const ACQUIRE_STATUS: Record<AcquireStatus, NodeVoteStatus> = {
   [Acquire.YIELDED]: 'not-owner',
 }
 const ACQUIRE_VOTES: VoteRules = { vote: true, statusOf: (v) => ACQUIRE_STATUS[statusOf(v)] ?? 'not-owner' }
-const EXTEND_VOTES: VoteRules = { vote: true, statusOf: (v) => (Number(v) === 1 ? 'granted' : 'not-owner') }
 
 function checkReply(v: unknown): AcquireReply {
   if (!Array.isArray(v) || v.length !== 3 || typeof v[0] !== 'number')

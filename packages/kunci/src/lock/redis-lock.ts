@@ -6,7 +6,7 @@ import { lockKeysShareSlot } from '../redis/keys.js'
 import type { RedisPort } from '../redis/port.js'
 import type { Lock } from './lock.js'
 import type { LockManagerOptions } from './lock-options.js'
-import type { LockTarget } from './node-ops.js'
+import type { LockTarget } from './lock-target.js'
 import { Redlock } from './redlock.js'
 import { ReplicaWait } from './replica-wait.js'
 

@@ -29,16 +29,10 @@ import {
   resolveManagerOptions,
   type UsingOptions,
 } from './lock-options.js'
-import { buildTarget, resolveClients } from './lock-target.js'
-import { NodeLink, SOLO_MAX_BATCH } from './node-link.js'
-import {
-  type AttemptResult,
-  attemptAcquire,
-  extendAll,
-  type LockTarget,
-  type Nodes,
-  releaseAll,
-} from './node-ops.js'
+import { buildTarget, type LockTarget, resolveClients } from './lock-target.js'
+import { NodeLink, type Nodes, SOLO_MAX_BATCH } from './node-link.js'
+import { type AttemptResult, attemptAcquire } from './node-ops.js'
+import { extendAll, releaseAll } from './node-release.js'
 import { provenGone, quorumOf } from './quorum.js'
 import { ReleaseNotifier } from './release-notifier.js'
 import { randomToken } from './tokens.js'

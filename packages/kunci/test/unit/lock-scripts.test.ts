@@ -2,6 +2,12 @@ import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { randomToken, TOKEN_LENGTH } from '../../src/lock/tokens.js'
 
+// What calls the scripts: the acquisition (node-ops.ts) and the scripts' batched forms (lock-scripts.ts).
+const callers = () =>
+  ['node-ops', 'lock-scripts']
+    .map((f) => readFileSync(new URL(`../../src/lock/${f}.ts`, import.meta.url), 'utf8'))
+    .join('\n')
+
 const script = (name: string) =>
   readFileSync(new URL(`../../src/lock/scripts/${name}.lua`, import.meta.url), 'utf8')
 
@@ -15,11 +21,11 @@ describe('lock scripts and the TypeScript that calls them', () => {
     }
   })
 
-  it('acquire.lua reads 6 values per request, as node-ops.ts passes and packs them', () => {
+  it('acquire.lua reads 6 values per request, as node-ops.ts passes and lock-scripts.ts packs them', () => {
     const src = script('acquire')
     expect(src).toMatch(/then per request, 6 values/)
     expect(src).toMatch(/a = a \+ 6\n/)
-    const ops = readFileSync(new URL('../../src/lock/node-ops.ts', import.meta.url), 'utf8')
+    const ops = callers()
     // The batched request built in attemptAcquire, and a lean request packed for a batch.
     const batched = /: \[\n(\s+token,[\s\S]*?)\n\s+\]\n/.exec(ops)?.[1] ?? ''
     expect(topLevelItems(batched)).toBe(6)
@@ -28,7 +34,7 @@ describe('lock scripts and the TypeScript that calls them', () => {
   })
 
   it('acquire-one.lua and release-one.lua read the arguments node-ops.ts passes', () => {
-    const ops = readFileSync(new URL('../../src/lock/node-ops.ts', import.meta.url), 'utf8')
+    const ops = callers()
     // token, ttl, fence[, waiter id, since, queued]
     expect(ops).toMatch(/\? \[token, ttlMs, fence, w\.id, w\.since, w\.queued \? '1' : '0'\]/)
     expect(ops).toMatch(/: \[token, ttlMs, fence\]/)
