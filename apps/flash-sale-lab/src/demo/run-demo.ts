@@ -3,26 +3,21 @@
 // 2 service processes, a worker). Ends with a table per strategy, a verdict and the HTML report.
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { connectDb, type Db } from '@kunci/flash-sale'
-import { type ChaosEvent, runChaos } from '@kunci/topology'
+import { runChaos } from '@kunci/topology'
 import { formatCrowd } from '../load/crowd-figures.js'
 import type { LoadResult } from '../load/result.js'
 import { runLoad } from '../load/run-load.js'
-import { faultImpacts } from '../report/fault-impact.js'
 import { writeReport } from '../report/render-report.js'
 import {
   type PhaseReport,
   REPORT_INPUT_VERSION,
   type ReportInput,
-  type ReportVerdict,
   type RoomComparison,
-  type Sample,
   type StrategyReport,
-  type SummaryRow,
 } from '../report/report-input.js'
 import { type LocalStack, startStack } from '../stack/local-stack.js'
-import { checkPhase, type PhaseCheck, readLedger } from './checker.js'
+import { checkPhase, readLedger } from './checker.js'
 import { crowdLoadOptions, crowdRun, putPhaseSale, roomComparison, roomRefusal } from './crowd-phases.js'
 import {
   type DemoOptions,
@@ -32,10 +27,12 @@ import {
 } from './demo-options.js'
 import { runMeta } from './meta.js'
 import { fundWallets, moneyLoadOptions, putMoneySale, settleAndCheck } from './money-phases.js'
+import { startSampler, waitForDrain } from './phase-watch.js'
 import { formatDemoProgress, type ProgressState } from './progress-line.js'
 import { faultHandlers, type PhasePlan, phasePlans, selectPhases } from './scenario.js'
 import { openSqlTarget } from './sql-target.js'
 import { formatMoneyLine } from './summary-table.js'
+import { demoVerdict, type PhaseCheckFigures, summaryRow } from './verdict.js'
 
 export interface DemoHooks {
   /** Ctrl-C: the load stops, pending fault undos run at once, the stacks stop. */
@@ -72,141 +69,6 @@ const DEMO_ENV = Object.freeze({
   MAX_EVENT_LOOP_DELAY_MS: '2000',
   DRAIN_TIMEOUT_MS: '1000',
 })
-const SAMPLE_EVERY_MS = 1_000
-
-/** What a summary row needs of a phase's check, plain or money. */
-type PhaseCheckFigures = Pick<
-  PhaseCheck,
-  'sold' | 'oversold' | 'persisted' | 'duplicates' | 'doubleCharges' | 'violations' | 'notes'
->
-
-interface AdminCounts {
-  remaining: number
-  pending: number
-}
-
-async function adminCounts(stack: LocalStack, productId: number): Promise<AdminCounts | undefined> {
-  try {
-    const res = await fetch(`${stack.url}/admin/sales/${productId}`, {
-      headers: { authorization: `Bearer ${stack.adminToken}` },
-      signal: AbortSignal.timeout(2_000),
-    })
-    if (!res.ok) return undefined
-    const body = (await res.json()) as Partial<AdminCounts>
-    return typeof body.remaining === 'number' && typeof body.pending === 'number'
-      ? { remaining: body.remaining, pending: body.pending }
-      : undefined
-  } catch {
-    return undefined // a fault in progress: skip this sample
-  }
-}
-
-/** Samples stock left and queue pending each second until stop(); times in epoch ms. */
-function startSampler(stack: LocalStack, productId: number, state: ProgressState) {
-  const stock: { at: number; value: number }[] = []
-  const pending: { at: number; value: number }[] = []
-  let running = true
-  const loop = (async () => {
-    while (running) {
-      const at = Date.now()
-      const c = await adminCounts(stack, productId)
-      if (c) {
-        stock.push({ at, value: c.remaining })
-        pending.push({ at, value: c.pending })
-        state.stockLeft = c.remaining
-        state.pending = c.pending
-      }
-      const wait = SAMPLE_EVERY_MS - (Date.now() - at)
-      if (running && wait > 0) await sleep(wait)
-    }
-  })()
-  const onAxis = (samples: { at: number; value: number }[], originMs: number): Sample[] =>
-    samples.map((x) => ({ t: Math.round((x.at - originMs) / 100) / 10, value: x.value }))
-  return {
-    async stop(originMs: number) {
-      running = false
-      await loop
-      return { stock: onAxis(stock, originMs), pending: onAxis(pending, originMs) }
-    },
-  }
-}
-
-/** Until every 200 is settled in SQL and nothing is pending, or the deadline. */
-async function waitForDrain(
-  db: Db,
-  stack: LocalStack,
-  productId: number,
-  answered200: number,
-  timeoutMs: number,
-  signal: AbortSignal | undefined,
-): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline && !signal?.aborted) {
-    const ledger = await readLedger(db, String(productId)).catch(() => undefined)
-    const counts = await adminCounts(stack, productId)
-    if (ledger && counts && ledger.confirmed.size + ledger.failed >= answered200 && counts.pending === 0)
-      return true
-    await sleep(250)
-  }
-  return false
-}
-
-/**
- * The retry storm's bound, from the kill -9 to the first second answered without a 5xx: failure
- * detection (cluster-node-timeout 1 s) and promotion take 2–3 s, and issue 13 allows 5 s after
- * the promotion.
- */
-const STORM_RECOVERY_S = 10
-
-function summaryRow(
-  strategy: DemoStrategy,
-  plan: PhasePlan,
-  load: LoadResult,
-  events: ChaosEvent[],
-  chaosStartedAtMs: number,
-  check: Pick<
-    PhaseCheck,
-    'sold' | 'oversold' | 'persisted' | 'duplicates' | 'doubleCharges' | 'violations' | 'notes'
-  >,
-  drained: boolean,
-): SummaryRow {
-  const byStatus: Record<string, number> = { ...load.totals.byStatus }
-  const transport = Object.values(load.totals.transportErrors).reduce((a, b) => a + b, 0)
-  if (transport > 0) byStatus.transport = transport
-  const faults = faultImpacts(load, events, chaosStartedAtMs)
-  const recoveries = faults.map((f) => f.recoveryMs)
-  const recoveryMs =
-    recoveries.length === 0 || recoveries.includes(null) ? null : Math.max(...(recoveries as number[]))
-  const stormFailed =
-    plan.retryStorm === true && (recoveryMs === null || recoveryMs > STORM_RECOVERY_S * 1_000)
-  const violations = stormFailed
-    ? [
-        ...check.violations,
-        `not answered again within ${STORM_RECOVERY_S} s of the master kill while the crowd retried (recovery ${recoveryMs === null ? 'never' : `${(recoveryMs / 1000).toFixed(1)} s`})`,
-      ]
-    : check.violations
-  const broke = violations.length > 0
-  const verdict = !broke ? 'pass' : strategy === 'naive' ? 'expected-fail' : 'fail'
-  const notes = [...violations, ...check.notes]
-  if (!drained) notes.push(`the worker had not settled every order within the drain time-out`)
-  if (strategy === 'naive' && !broke && plan.stock > 0) notes.push('naive did not oversell this time')
-  return {
-    requestsPerSecond: load.totals.requestsPerSecond,
-    p50Ms: load.latency.p50Ms,
-    p99Ms: load.latency.p99Ms,
-    maxMs: load.latency.maxMs,
-    byStatus,
-    sold: check.sold,
-    oversold: check.oversold,
-    persisted: check.persisted,
-    duplicates: check.duplicates,
-    doubleCharges: check.doubleCharges,
-    faults,
-    recoveryMs,
-    verdict,
-    notes,
-  }
-}
 
 /**
  * After the load: waits for the worker (and for a money phase the expiry sweeper), then checks the
@@ -405,46 +267,6 @@ function comparisonOf(
   if (skipped !== undefined) return { roomComparison: { skipped } }
   const comparison = roomComparison(phases)
   return comparison ? { roomComparison: comparison } : {}
-}
-
-export function demoVerdict(strategies: readonly StrategyReport[], aborted: boolean): ReportVerdict {
-  const correct = strategies.filter((s) => s.expectedCorrect !== false)
-  const broken = correct.filter((s) => s.phases.some((p) => p.summary.verdict === 'fail'))
-  const details: string[] = []
-  for (const s of broken) {
-    for (const p of s.phases.filter((x) => x.summary.verdict === 'fail'))
-      details.push(`${s.strategy} ${p.id}: ${(p.summary.notes ?? []).join('; ')}`)
-  }
-  const naive = strategies.find((s) => s.strategy === 'naive')
-  if (naive) {
-    const oversold = naive.phases.reduce((a, p) => a + p.summary.oversold, 0)
-    details.push(
-      oversold > 0
-        ? `naive oversold ${oversold} unit(s), as expected: users were told they bought units that do not exist`
-        : 'naive did not oversell this time (its race needs contention; it is still wrong)',
-    )
-  }
-  if (aborted) details.unshift('stopped early (Ctrl-C): the figures cover the phases that ran')
-  const names = correct.map((s) => s.strategy).join(' and ')
-  const phases = strategies[0]?.phases ?? []
-  const faults = phases.reduce((a, p) => a + p.faults.length, 0)
-  const ok = broken.length === 0 && !aborted && correct.every((s) => s.phases.length > 0)
-  // Only what the phases that ran showed (`--phases` may leave out the storm or the money).
-  const storm = phases.some((p) => p.id.startsWith('storm-'))
-  const money = phases.some((p) => p.money !== undefined)
-  const claims = [
-    '0 oversold, every 200 persisted, nobody twice, no double charge',
-    ...(money
-      ? ['the books balanced (stock = sold + remaining, reserved = sold + returned), no balance below 0']
-      : []),
-    ...(storm ? [`answered again within ${STORM_RECOVERY_S} s of a master kill`] : []),
-  ]
-  const headline = ok
-    ? `${names || 'no correct strategy'} held every invariant under ${faults} faults in ${phases.length} phases${storm ? ' (a retry storm among them)' : ''}: ${claims.join(', ')}`
-    : broken.length > 0
-      ? `${broken.map((s) => s.strategy).join(' and ')} broke an invariant`
-      : 'the run did not finish'
-  return { ok, headline, details }
 }
 
 export async function runDemo(input: DemoOptions = {}, hooks: DemoHooks = {}): Promise<DemoResult> {
