@@ -2,11 +2,11 @@
 // a table per strategy, a verdict and report/index.html. Exit codes: 0 lua and redlock held every
 // invariant, 1 one broke (or the run did not finish), 2 bad options, 130 stopped by Ctrl-C.
 import { parseArgs } from 'node:util'
+import type { Command } from '@kunci/flash-sale'
 import { DEFAULT_DEMO_OPTIONS, type DemoOptions } from '../demo/demo-options.js'
 import { DemoError, DemoOptionError } from '../demo/errors.js'
 import { runDemo } from '../demo/run-demo.js'
 import { formatSummary } from '../demo/summary-table.js'
-import type { Command } from './command.js'
 
 const HELP = `usage: flash-sale-lab demo [--profile quick|default|full] [--strategies naive,redlock,lua]
                            [--database-url postgres://…] [--sql embedded|postgres|auto]

@@ -2,8 +2,8 @@
 // so that one entry point (`npm run sale -- <command>`) runs the tools and the service alike.
 import { spawn } from 'node:child_process'
 import { constants } from 'node:os'
+import type { Command } from '@kunci/flash-sale'
 import { serviceCliPath } from '../stack/child.js'
-import type { Command } from './command.js'
 
 /**
  * Runs `flash-sale <args>` as a child on this terminal (stdin, stdout, stderr) and resolves with

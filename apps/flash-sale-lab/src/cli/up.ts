@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util'
+import type { Command } from '@kunci/flash-sale'
 import { startStack } from '../stack/local-stack.js'
-import type { Command } from './command.js'
 
 const HELP = `usage: flash-sale-lab up [--strategy lua|redlock|naive] [--instances 2] [--durability replica|none]
                          [--product 9921] [--stock 100] [--price 49.99] [--port 8080]

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import type { Command } from './command.js'
+import { type Command, dispatch } from './command.js'
 import { migrateCommand } from './migrate.js'
 import { reconcileCommand } from './reconcile.js'
 import { serveCommand } from './serve.js'
@@ -8,15 +8,6 @@ import { workerCommand } from './worker.js'
 // What ships: the service, its worker and their operations. The tools that drive it (up, load,
 // demo) are the lab's CLI, apps/flash-sale-lab.
 const COMMANDS: Command[] = [serveCommand, workerCommand, migrateCommand, reconcileCommand]
-
-function usage(): string {
-  const width = Math.max(...COMMANDS.map((c) => c.name.length))
-  return [
-    'usage: flash-sale <command> [flags]   (flash-sale <command> --help for its flags)',
-    '',
-    ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
-  ].join('\n')
-}
 
 // Started by a local stack (`flash-sale-lab up`, the demo, tests) or by the lab's CLI: when that
 // process goes away, even by SIGKILL, its IPC channel closes and this one drains and stops.
@@ -27,26 +18,8 @@ if (process.env.FLASH_SALE_EXIT_WITH_PARENT === '1' && process.channel) {
 
 const EXIT_GRACE_MS = 2_000
 
-const [name, ...rest] = process.argv.slice(2)
-const command = COMMANDS.find((c) => c.name === name)
-if (!command) {
-  console.error(
-    name && name !== '--help' && name !== 'help' ? `unknown command "${name}"\n\n${usage()}` : usage(),
-  )
-  process.exitCode = name ? 2 : 0
-} else {
-  command.run(rest).then(
-    (code) => {
-      process.exitCode = code
-      exitSoon()
-    },
-    (err: unknown) => {
-      console.error(`flash-sale ${command.name}: ${(err as Error)?.stack ?? err}`)
-      process.exitCode = 1
-      exitSoon()
-    },
-  )
-}
+process.exitCode = await dispatch('flash-sale', COMMANDS, process.argv.slice(2))
+exitSoon()
 
 /**
  * The command is done: the process exits once its event loop is empty. A handle something left
