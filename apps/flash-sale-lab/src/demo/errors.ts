@@ -1,13 +1,9 @@
+import { LabError } from '../errors.js'
+
 /** Every failure of the demo's options or run carries a stable `code`. */
 export type DemoErrorCode = 'E_DEMO_INVALID_OPTION' | 'E_DEMO_SQL_UNAVAILABLE'
 
-export abstract class DemoError extends Error {
-  abstract readonly code: DemoErrorCode
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options)
-    this.name = new.target.name
-  }
-}
+export abstract class DemoError extends LabError<DemoErrorCode> {}
 
 /** A demo option is missing, malformed or out of range; `option` names it as the CLI spells it. */
 export class DemoOptionError extends DemoError {

@@ -1,13 +1,9 @@
+import { LabError } from '../errors.js'
+
 /** Every failure of the load generator's options or run carries a stable `code`. */
 export type LoadErrorCode = 'E_LOAD_INVALID_OPTION' | 'E_LOAD_TARGET_UNREACHABLE'
 
-export abstract class LoadError extends Error {
-  abstract readonly code: LoadErrorCode
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options)
-    this.name = new.target.name
-  }
-}
+export abstract class LoadError extends LabError<LoadErrorCode> {}
 
 /** A load option is missing, malformed or out of range; `option` names it as the CLI spells it. */
 export class LoadOptionError extends LoadError {

@@ -4,6 +4,7 @@ import { closeSync, copyFileSync, mkdirSync, openSync, writeFileSync } from 'nod
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { findFreePort, trackChildProcess, untrackChildProcess } from '@kunci/topology'
+import { LabError } from '../errors.js'
 
 /**
  * Prometheus and one redis_exporter per Redis node (Debian packages `prometheus` and
@@ -54,14 +55,13 @@ export const DEFAULT_OBSERVABILITY_OPTIONS = Object.freeze({
 
 export type ObservabilityErrorCode = 'E_OBSERVE_TOOL_MISSING' | 'E_OBSERVE_START_TIMEOUT' | 'E_OBSERVE_EXITED'
 
-export class ObservabilityError extends Error {
+export class ObservabilityError extends LabError<ObservabilityErrorCode> {
   constructor(
     readonly code: ObservabilityErrorCode,
     message: string,
     options?: ErrorOptions,
   ) {
     super(message, options)
-    this.name = 'ObservabilityError'
   }
 }
 

@@ -45,6 +45,7 @@ const SERVICE_LAYERS: readonly Layer[] = [
 
 /** The lab's layers, lowest first: the tools that drive the service. */
 const LAB_LAYERS: readonly Layer[] = [
+  { path: 'errors.ts', why: 'the one error base (LabError); every folder may throw one' },
   { path: 'db/', why: 'an embedded SQL server and its session queue' },
   { path: 'observe/', why: 'the local Prometheus/Grafana the stack may start' },
   { path: 'stack/', why: 'a local stack of service processes; uses db/ and observe/' },
