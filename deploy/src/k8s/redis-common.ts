@@ -1,9 +1,9 @@
 import type { IObjectMeta } from '@kubernetes-models/apimachinery/apis/meta/v1/ObjectMeta'
+import { APP_ACL_RULES } from '@kunci/flash-sale'
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget'
 import type { IContainer } from 'kubernetes-models/v1/Container'
 import type { IPersistentVolumeClaim } from 'kubernetes-models/v1/PersistentVolumeClaim'
 import type { IPodSpec } from 'kubernetes-models/v1/PodSpec'
-import { APP_ACL_RULES } from '../../../apps/flash-sale/src/redis/acl.js'
 import { type DeployConfig, EXPORTER_PORT, REDIS_PORT, REDIS_USERS_SECRET, type Resources } from './config.js'
 import { caMounts, exporterTlsEnv, TLS_DIR, tlsCliFlags, tlsRedisConf, tlsVolumes } from './redis-tls.js'
 
