@@ -4,7 +4,8 @@
 // prometheus-redis-exporter), chromium (package chromium, for the report's browser check),
 // iptables (package iptables, for real network partitions: @kunci/topology startNetworkFaults), spin
 // (package spin: the lock protocol's model, packages/kunci/model/) and gcc (package gcc: spin's
-// verifiers, and topology's steppable wall clock for redis-server, packages/topology/native/).
+// verifiers, and topology's steppable wall clock for redis-server, packages/topology/native/) and
+// wrk (package wrk: the checkout bench's C load generator, bench/checkout/wrk.ts).
 // Installs the missing ones with apt-get when we are root on a Debian-like system; otherwise
 // prints the exact command and exits 1.
 //
@@ -20,6 +21,7 @@ const TOOLS = {
   iptables: { bin: 'iptables', pkg: 'iptables' },
   spin: { bin: 'spin', pkg: 'spin' },
   gcc: { bin: 'gcc', pkg: 'gcc' },
+  wrk: { bin: 'wrk', pkg: 'wrk' },
 }
 
 const has = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' }).status === 0
