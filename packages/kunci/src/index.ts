@@ -65,7 +65,13 @@ export type { RedisLockOptions, WaitForReplicasOptions } from './lock/redis-lock
 export { RedisLock } from './lock/redis-lock.js'
 export type { RedlockOptions } from './lock/redlock.js'
 export { Redlock } from './lock/redlock.js'
-export type { KunciClient, NodeRedisClient, NodeRedisCluster, RedisClient } from './redis/client.js'
+export type {
+  AnyIoredisClient,
+  KunciClient,
+  NodeRedisClient,
+  NodeRedisCluster,
+  RedisClient,
+} from './redis/client.js'
 export { isNoScriptError } from './redis/reply-error.js'
 export type {
   IoredisPipelineLike,

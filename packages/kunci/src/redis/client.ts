@@ -7,7 +7,7 @@
  */
 import { InvalidOptionError } from '../errors.js'
 import { ioredisPort, isIoredis } from './ioredis/port.js'
-import type { RedisClient } from './ioredis/types.js'
+import type { AnyIoredisClient, RedisClient } from './ioredis/types.js'
 import { NodeRedisClusterPort } from './node-redis/cluster.js'
 import { NodeRedisStandalonePort } from './node-redis/standalone.js'
 import {
@@ -19,14 +19,15 @@ import {
 } from './node-redis/types.js'
 import type { RedisPort } from './port.js'
 
-export type { RedisClient } from './ioredis/types.js'
+export type { AnyIoredisClient, RedisClient } from './ioredis/types.js'
 export type { NodeRedisClient, NodeRedisCluster } from './node-redis/types.js'
 
 /**
- * Any client kunci accepts: an ioredis 5/6 `Redis` or `Cluster`, or a node-redis v5 client
- * (`createClient()`) or cluster (`createCluster()`) that is connected and speaks RESP2.
+ * Any client kunci accepts: an ioredis 5/6 `Redis` or `Cluster` (of whichever copy of ioredis:
+ * `AnyIoredisClient`), or a node-redis v5 client (`createClient()`) or cluster
+ * (`createCluster()`) that is connected and speaks RESP2.
  */
-export type KunciClient = RedisClient | NodeRedisClient | NodeRedisCluster
+export type KunciClient = RedisClient | AnyIoredisClient | NodeRedisClient | NodeRedisCluster
 
 /** One port per client, so managers sharing a client share its adapter (and its listeners). */
 const ports = new WeakMap<object, RedisPort>()

@@ -4,7 +4,7 @@
  */
 import { type NodeSet, type RedisCluster, startCluster, startNodes } from '@kunci/topology'
 import { Cluster as Cluster6, Redis as Redis6 } from 'ioredis6'
-import { Cache, keySlot, type RedisClient, RedisLock, Redlock } from 'kunci'
+import { Cache, keySlot, RedisLock, Redlock } from 'kunci'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { commandSender } from '../../src/redis/ioredis/command.js'
 import { queuedOn, sleep, until } from '../support/nodes.js'
@@ -24,11 +24,9 @@ afterAll(async () => {
   await cluster?.stop()
 })
 
-const v6 = (c: unknown) => c as RedisClient
-
 function redlock6(): Redlock {
   const clients = nodes.nodes.map((n) => new Redis6({ port: n.port }))
-  const rl = new Redlock({ clients: clients.map(v6), quarantine: false, onWarning: () => {} })
+  const rl = new Redlock({ clients, quarantine: false, onWarning: () => {} })
   closers.push(() => {
     for (const c of clients) c.disconnect()
   })
@@ -69,7 +67,7 @@ describe('with ioredis 6 clients', () => {
   it('RedisLock on a Cluster client', async () => {
     const c = new Cluster6(cluster.startupNodes)
     closers.push(() => c.disconnect())
-    const l = new RedisLock({ client: v6(c), quarantine: false, onWarning: () => {} })
+    const l = new RedisLock({ client: c, quarantine: false, onWarning: () => {} })
     closers.push(() => l.close())
     const lock = await l.acquire(['{o:1}:a', '{o:1}:b'], { ttlMs: 1000 })
     await expect(l.acquire('{o:1}:a', { retryCount: 0 })).rejects.toMatchObject({
@@ -88,8 +86,8 @@ describe('with ioredis 6 clients', () => {
       c1.disconnect()
       c2.disconnect()
     })
-    const a = new Cache({ client: v6(c1), l1MaxEntries: 100 })
-    const b = new Cache({ client: v6(c2), l1MaxEntries: 100 })
+    const a = new Cache({ client: c1, l1MaxEntries: 100 })
+    const b = new Cache({ client: c2, l1MaxEntries: 100 })
     closers.push(() => a.close())
     closers.push(() => b.close())
     let calls = 0
@@ -127,7 +125,7 @@ describe('with ioredis 6 clients', () => {
     expect(
       commandSender(new Redis6({ port: nodes.nodes[0]!.port, lazyConnect: true }) as never),
     ).toBeDefined()
-    const l = new RedisLock({ client: v6(c), quarantine: false, onWarning: () => {} })
+    const l = new RedisLock({ client: c, quarantine: false, onWarning: () => {} })
     closers.push(() => l.close())
     await l.acquire('warm-up', { ttlMs: 1000 }).then((x) => x.release())
     const keys = Array.from({ length: 30 }, (_, i) => `spread-${i}`)
