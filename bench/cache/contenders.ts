@@ -9,6 +9,7 @@ import { memoryDriver } from 'bentocache/drivers/memory'
 import { redisDriver } from 'bentocache/drivers/redis'
 import { createCache } from 'cache-manager'
 import { Cluster, Redis } from 'ioredis'
+import { Cluster as Cluster6, Redis as Redis6 } from 'ioredis6'
 import { Keyv } from 'keyv'
 import { Cache } from 'kunci'
 
@@ -27,6 +28,7 @@ export interface Contender {
 
 export type ContenderName =
   | 'kunci'
+  | 'kunci (ioredis 6 copy)'
   | 'kunci+L1'
   | 'kunci+L1 by-ref'
   | 'bentocache'
@@ -36,6 +38,7 @@ export type ContenderName =
 
 export const CONTENDERS: readonly ContenderName[] = [
   'kunci',
+  'kunci (ioredis 6 copy)',
   'bentocache',
   'cache-manager',
   'kunci+L1',
@@ -58,6 +61,16 @@ export function ioredisClient(target: Target): Redis | Cluster {
     : new Redis({ ...target.nodes[0]!, password: target.password, enableAutoPipelining: true })
 }
 
+/**
+ * The same client from another copy of ioredis (6.0, installed beside the 5.x kunci resolves, as
+ * an application's own ioredis would be): kunci must be as fast on it (issue 24).
+ */
+function otherCopyClient(target: Target): Redis6 | Cluster6 {
+  return target.kind === 'cluster'
+    ? new Cluster6(target.nodes, { enableAutoPipelining: true, redisOptions: { password: target.password } })
+    : new Redis6({ ...target.nodes[0]!, password: target.password, enableAutoPipelining: true })
+}
+
 export async function createContender(
   name: ContenderName,
   target: Target,
@@ -65,18 +78,19 @@ export async function createContender(
 ): Promise<Contender> {
   switch (name) {
     case 'kunci':
+    case 'kunci (ioredis 6 copy)':
     case 'kunci+L1':
     case 'kunci+L1 by-ref': {
-      const client = ioredisClient(target)
+      const client = name === 'kunci (ioredis 6 copy)' ? otherCopyClient(target) : ioredisClient(target)
       const cache = new Cache({
         client,
         prefix,
         defaultTtlMs: TTL_MS,
-        l1MaxEntries: name === 'kunci' ? 0 : L1_ENTRIES,
+        l1MaxEntries: name.includes('L1') ? L1_ENTRIES : 0,
         // Both L1s serialise by default (callers never share an object); "by-ref" keeps objects.
         l1Serialize: name !== 'kunci+L1 by-ref',
       })
-      if (name !== 'kunci') await until(() => cache.busConnected)
+      if (name.includes('L1')) await until(() => cache.busConnected)
       const counters = { busDrops: 0 }
       cache.on('bus-drop', () => counters.busDrops++)
       return {
