@@ -77,12 +77,21 @@ const PROFILED: readonly Target[] = Object.freeze(['soldout', 'lua-replica'])
 /** PUT /admin/sales/:id: a new round of the sale, its full stock again (a sold-out target's reset). */
 export async function resetSale(r: Running, settings: BenchSettings): Promise<void> {
   const sale = saleOf(r.target, settings)
-  const res = await fetch(`${r.url}/admin/sales/${sale.productId}`, {
-    method: 'PUT',
-    headers: { authorization: `Bearer ${r.adminToken}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ stock: sale.stock, price: 49.99, per_user_limit: sale.perUserLimit }),
-  })
-  if (!res.ok) throw new Error(`reset of ${r.target}'s sale: ${res.status} ${await res.text()}`)
+  // A 503 says the sale's replica has not acknowledged yet (it may still be applying a run's
+  // writes, half a million recorded keys after a keyed flood): repeat it, as the answer asks.
+  const deadline = Date.now() + 60_000
+  for (;;) {
+    const res = await fetch(`${r.url}/admin/sales/${sale.productId}`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${r.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ stock: sale.stock, price: 49.99, per_user_limit: sale.perUserLimit }),
+    })
+    if (res.ok) return
+    const text = await res.text()
+    if (res.status !== 503 || Date.now() > deadline)
+      throw new Error(`reset of ${r.target}'s sale: ${res.status} ${text}`)
+    await sleep(1_000 * Number(res.headers.get('retry-after') ?? 1))
+  }
 }
 
 export async function startTarget(

@@ -56,9 +56,35 @@ interface CacheRun {
   storms: CacheStorm[]
 }
 
+interface Spread {
+  median: number
+  min: number
+  max: number
+}
+/** A run of bench/checkout/wrk.ts: its per-shape summary. */
+interface WrkRun {
+  file: string
+  env: { date: string; commit: string }
+  load: { threads: number; connections: number; seconds: number }
+  rounds: number
+  summary: {
+    shape: string
+    bareRps: Spread
+    soldoutRps: Spread
+    ratio: Spread
+    bareP99Ms: Spread
+    soldoutP99Ms: Spread
+    p99Ratio: Spread
+    masterCommandsPerRequest: Spread
+    scriptCallsPerRequest: Spread
+    allRefused: boolean
+  }[]
+}
+
 export interface Results {
   locks: LocksRun[]
   cache: CacheRun[]
+  wrk: WrkRun[]
 }
 
 /** Every run's JSON in `dir`, oldest first (by the date the run recorded). */
@@ -76,7 +102,11 @@ export function readResults(dir = RESULTS_DIR): Results {
     .filter((f) => f.startsWith('cache-'))
     .map((f) => load<CacheRun>(f))
     .sort((a, b) => a.env.date.localeCompare(b.env.date))
-  return { locks, cache }
+  const wrk = files
+    .filter((f) => f.startsWith('checkout-wrk-'))
+    .map((f) => load<WrkRun>(f))
+    .sort((a, b) => a.env.date.localeCompare(b.env.date))
+  return { locks, cache, wrk }
 }
 
 /** `ratio` against `factor` with `better`: as few decimals (≥ 2) as keep the printed value on the measured side. */
@@ -248,9 +278,34 @@ export function renderCache(runs: readonly CacheRun[]): string {
   return out.join('\n')
 }
 
+/** The latest wrk run of the sold-out flood, shape by shape (bench/checkout/wrk.ts). */
+export function renderWrk(runs: readonly WrkRun[]): string {
+  const latest = runs[runs.length - 1]
+  if (!latest) return 'No wrk run in `bench/results/`.'
+  const f = (x: number, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : '–')
+  const range = (x: Spread, d: number) => `${f(x.median, d)} (${f(x.min, d)}–${f(x.max, d)})`
+  const out = [
+    `**Latest run: ${when(latest.env.date)}, commit \`${short(latest.env.commit)}\` (\`bench/results/${latest.file}\`), ` +
+      `wrk ${latest.load.threads} threads × ${latest.load.connections} connections, ${latest.rounds} paired rounds of ${latest.load.seconds} s.** ` +
+      'The service (lua, 2 instances, its sale sold out before each run) against the bare fastify server, same requests; medians (min–max).',
+    '',
+    '| shape | service ÷ bare, req/s (≥ 0.9×) | p99 service ÷ bare (≤ 1.5×) | service req/s | script calls per request | master commands per request | every answer a refusal |',
+    '|---|---:|---:|---:|---:|---:|---|',
+  ]
+  for (const x of latest.summary)
+    out.push(
+      `| ${x.shape} | ${formatRatio(x.ratio.median, 0.9, 'higher')} ${x.ratio.median >= 0.9 ? 'met' : 'MISSED'} | ${formatRatio(x.p99Ratio.median, 1.5, 'lower')} | ${range(x.soldoutRps, 0)} | ${f(x.scriptCallsPerRequest.median, 4)} | ${f(x.masterCommandsPerRequest.median, 3)} | ${x.allRefused ? 'yes' : 'NO'} |`,
+    )
+  return out.join('\n')
+}
+
 /** The generated sections, by marker name. */
 export function renderSections(results: Results): Record<string, string> {
-  return { 'locks-targets': renderLocks(results.locks), 'cache-targets': renderCache(results.cache) }
+  return {
+    'locks-targets': renderLocks(results.locks),
+    'cache-targets': renderCache(results.cache),
+    'checkout-wrk': renderWrk(results.wrk),
+  }
 }
 
 const open = (name: string) => `<!-- generated:${name} -->`
