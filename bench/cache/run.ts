@@ -16,7 +16,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { startCluster, startNodes } from '@kunci/topology'
+import { lineReader, startCluster, startNodes } from '@kunci/topology'
 import {
   CONTENDERS,
   type Contender,
@@ -25,7 +25,6 @@ import {
   ioredisClient,
   type Target,
 } from './contenders.js'
-import { lineReader } from './line-reader.js'
 import { type Env, formatResults, type HitSample, prefaceOf, type StormSample } from './report.js'
 
 const { values: args } = parseArgs({

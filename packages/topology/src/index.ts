@@ -26,6 +26,7 @@ export {
   resolveSchedule,
   runChaos,
 } from './chaos.js'
+export { lineReader } from './child-lines.js'
 export type { MigrateSlotOptions, RedisCluster, StartClusterOptions } from './cluster.js'
 export { DEFAULT_CLUSTER_OPTIONS, startCluster } from './cluster.js'
 export type { TopologyErrorCode } from './errors.js'

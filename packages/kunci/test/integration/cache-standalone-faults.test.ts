@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { lineReader } from '@kunci/topology'
 import { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
 import { Cache } from '../../src/cache/cache.js'
@@ -7,7 +8,6 @@ import { entryKeys } from '../../src/cache/cache-keys.js'
 import { encodeEntry } from '../../src/cache/serializer.js'
 import { CacheLoaderError, CacheLoaderTimeoutError, type KunciError } from '../../src/errors.js'
 import { isOomError } from '../../src/redis/reply-error.js'
-import { lineReader } from '../fixtures/cache-spawn.js'
 import {
   collect,
   killClientNamed,

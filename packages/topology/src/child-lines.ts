@@ -1,7 +1,6 @@
 /**
- * Reads a child process's stdout line by line, for the storm children (bench code of its own:
- * the bench workspace imports the packages only through their public exports, never their
- * test fixtures).
+ * Line-by-line talk with a child process over its stdout: the storm children of kunci's cache
+ * tests and of bench/cache use it to say "ready" and to report.
  */
 import type { ChildProcess } from 'node:child_process'
 import { createInterface } from 'node:readline'
