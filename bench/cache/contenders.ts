@@ -4,6 +4,7 @@
  * tier being measured.
  */
 import KeyvRedis from '@keyv/redis'
+import { until } from '@kunci/topology'
 import { BentoCache, bentostore } from 'bentocache'
 import { memoryDriver } from 'bentocache/drivers/memory'
 import { redisDriver } from 'bentocache/drivers/redis'
@@ -90,7 +91,7 @@ export async function createContender(
         // Both L1s serialise by default (callers never share an object); "by-ref" keeps objects.
         l1Serialize: name !== 'kunci+L1 by-ref',
       })
-      if (name.includes('L1')) await until(() => cache.busConnected)
+      if (name.includes('L1')) await until(() => cache.busConnected, 'the cache bus', 10_000)
       const counters = { busDrops: 0 }
       cache.on('bus-drop', () => counters.busDrops++)
       return {
@@ -140,13 +141,5 @@ export async function createContender(
         },
       }
     }
-  }
-}
-
-async function until(check: () => boolean): Promise<void> {
-  const deadline = Date.now() + 10_000
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('timed out')
-    await new Promise((r) => setTimeout(r, 20))
   }
 }

@@ -17,6 +17,7 @@ import {
   findFreePort,
   generateCertificates,
   type NodeSet,
+  readUntil,
   startNodes,
   type TopologyTls,
 } from '@kunci/topology'
@@ -144,20 +145,17 @@ function container(objects: object[], name: string) {
   return set.spec.template.spec.containers.find((c) => c.name === name)!
 }
 
-async function waitForMetrics(url: string, child: ChildProcess, deadlineMs: number): Promise<string> {
-  const deadline = Date.now() + deadlineMs
-  let last = ''
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`redis_exporter exited with ${child.exitCode}`)
-    try {
-      last = await (await fetch(url)).text()
-      if (/^redis_up 1$/m.test(last)) return last
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 200))
-  }
-  return last
+/** The exporter's page once it says redis_up 1; fails at once if the exporter exits. */
+function waitForMetrics(url: string, child: ChildProcess, timeoutMs: number): Promise<string> {
+  return readUntil(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`redis_exporter exited with ${child.exitCode}`)
+      return (await fetch(url)).text()
+    },
+    (page) => /^redis_up 1$/m.test(page),
+    'redis_exporter to report redis_up 1',
+    { timeoutMs, intervalMs: 200 },
+  )
 }
 
 for (const cfg of CONFIGS.filter((c) => c.tls)) {

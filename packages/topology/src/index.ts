@@ -55,4 +55,4 @@ export { trackServer as trackChildProcess, untrackServer as untrackChildProcess 
 export type { AdminUserOptions, TlsOptions } from './security.js'
 export { DEFAULT_ADMIN_USERNAME } from './security.js'
 export type { WaitOptions } from './wait.js'
-export { DEFAULT_WAIT_OPTIONS, eventually, until } from './wait.js'
+export { DEFAULT_WAIT_OPTIONS, eventually, readDefined, readUntil, until } from './wait.js'

@@ -67,3 +67,57 @@ export async function eventually<T>(
     }
   }
 }
+
+/**
+ * Reads until `accept(value)` holds and returns that value (checked at once, then every
+ * intervalMs); a read that throws is retried. When timeoutMs passes first, throws an Error naming
+ * `what` and the last value or error seen, so a test says what it saw instead of hanging.
+ */
+export async function readUntil<T, S extends T>(
+  read: () => T | Promise<T>,
+  accept: (value: T) => value is S,
+  what: string,
+  options?: WaitOptions | number,
+): Promise<S>
+export async function readUntil<T>(
+  read: () => T | Promise<T>,
+  accept: (value: T) => boolean,
+  what: string,
+  options?: WaitOptions | number,
+): Promise<T>
+export async function readUntil<T>(
+  read: () => T | Promise<T>,
+  accept: (value: T) => boolean,
+  what: string,
+  options?: WaitOptions | number,
+): Promise<T> {
+  const { timeoutMs, intervalMs } = resolveWait(options)
+  const end = performance.now() + timeoutMs
+  let last: { value: T } | { error: unknown } | undefined
+  for (;;) {
+    try {
+      const value = await read()
+      if (accept(value)) return value
+      last = { value }
+    } catch (error) {
+      last = { error }
+    }
+    if (performance.now() > end) {
+      const seen =
+        last === undefined ? 'nothing' : 'value' in last ? JSON.stringify(last.value) : String(last.error)
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}; last seen: ${seen?.slice(0, 500)}`,
+      )
+    }
+    await pause(intervalMs)
+  }
+}
+
+/** `readUntil` for a read that answers undefined until it has something: returns the first value. */
+export function readDefined<T>(
+  read: () => T | undefined | Promise<T | undefined>,
+  what: string,
+  options?: WaitOptions | number,
+): Promise<T> {
+  return readUntil(read, (v): v is T => v !== undefined, what, options)
+}

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto'
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { aclUserArgs, connectDb, type Durability, migrate, type Strategy } from '@kunci/flash-sale'
 import {
   DEFAULT_ADMIN_USERNAME,
@@ -13,6 +12,7 @@ import {
   startCluster,
   startNodes,
   type TopologyTls,
+  until,
 } from '@kunci/topology'
 import { type EmbeddedSql, startEmbeddedSql } from '../db/embedded.js'
 import { type Observability, startObservability } from '../observe/local-observability.js'
@@ -118,18 +118,19 @@ export const LAB_WALLET_BALANCE = '1000.00'
 
 const random = (bytes: number) => randomBytes(bytes).toString('base64url')
 
-async function waitReady(url: string, timeoutMs: number, alive: () => boolean): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (!alive()) throw new Error(`the service exited before it was ready (${url})`)
-    const ok = await fetch(`${url}/readyz`).then(
-      (r) => r.ok,
-      () => false,
-    )
-    if (ok) return
-    await sleep(100)
-  }
-  throw new Error(`the service at ${url} was not ready within ${timeoutMs} ms`)
+/** Until the service answers /readyz 200; fails at once if it exits first. */
+function waitReady(url: string, timeoutMs: number, alive: () => boolean): Promise<void> {
+  return until(
+    async () => {
+      if (!alive()) throw new Error(`the service exited before it was ready (${url})`)
+      return fetch(`${url}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    },
+    `the service at ${url} to be ready`,
+    { timeoutMs, intervalMs: 100 },
+  )
 }
 
 /**

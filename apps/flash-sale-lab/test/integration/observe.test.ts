@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createServiceMetrics } from '@kunci/flash-sale'
-import { type NodeSet, startNodes } from '@kunci/topology'
+import { type NodeSet, readDefined, startNodes } from '@kunci/topology'
 import { Registry } from 'prom-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -32,15 +32,8 @@ const alive = (pid: number) => {
   }
 }
 
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 45_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const v = await check().catch(() => undefined)
-    if (v !== undefined) return v
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 200))
-  }
-}
+const until = <T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 45_000): Promise<T> =>
+  readDefined(check, what, { timeoutMs, intervalMs: 200 })
 
 beforeAll(async () => {
   nodes = await startNodes({ count: 1, proxy: false, password: 'observe-test-pw' })

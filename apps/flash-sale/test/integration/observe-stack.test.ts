@@ -1,20 +1,13 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { findFreePort } from '@kunci/topology'
+import { findFreePort, readDefined } from '@kunci/topology'
 import { afterAll, describe, expect, it } from 'vitest'
 import { metricNamesUsed, PROMETHEUS_SYNTHETIC, seriesNamesIn } from '../../../../deploy/src/metric-names.js'
 import { crowd, runCheckouts } from '../support/checkouts.js'
 import { serviceCliPath, useStack } from '../support/stack-fixture.js'
 
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 40_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const v = await check().catch(() => undefined)
-    if (v !== undefined) return v
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(200)
-  }
-}
+const until = <T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 40_000): Promise<T> =>
+  readDefined(check, what, { timeoutMs, intervalMs: 200 })
 
 const json = async (res: Response) => ({
   status: res.status,

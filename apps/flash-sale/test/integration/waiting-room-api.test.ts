@@ -1,3 +1,4 @@
+import { until } from '@kunci/topology'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { App } from '../../src/app.js'
@@ -173,7 +174,7 @@ describe('with a room', () => {
     expect((await checkout('r-gate', 'a', a.ticket, 'k-a')).json().order_id).toBe(bought.json().order_id)
     expect(errorOf(await checkout('r-gate', 'a', a.ticket)).code).toBe('ALREADY_PURCHASED')
     // a bought: the sweep retires it (every 200 ms) and b moves in.
-    await until(async () => (await poll(b.ticket)).json().status === 'admitted')
+    await until(async () => (await poll(b.ticket)).json().status === 'admitted', 'b admitted', 10_000)
     expect((await poll(a.ticket)).json()).toMatchObject({
       status: 'closed',
       reason: 'purchased',
@@ -325,7 +326,7 @@ describe('with a room', () => {
       expect(a).toMatchObject({ status: 'waiting', draw: 'pending' })
       positions.set(u, a.position)
     }
-    await until(async () => Date.now() > Date.parse(startsAt))
+    await until(async () => Date.now() > Date.parse(startsAt), 'the opening', 10_000)
     const draw = (await app.inject({ method: 'GET', url: '/v1/sales/r-draw/queue/draw' })).json()
     expect(draw.commitment_ok).toBe(true)
     const expected = drawOrder(draw.secret, users)
@@ -341,7 +342,11 @@ describe('with a room', () => {
     const late = (await join('r-draw', 'late')).json()
     expect(late).toMatchObject({ status: 'waiting', draw: 'done' })
     expect(late.position).toBe(late.waiting)
-    await until(async () => (await poll(tickets.get(expected[0]!)!)).json().status === 'admitted')
+    await until(
+      async () => (await poll(tickets.get(expected[0]!)!)).json().status === 'admitted',
+      'the first in line admitted',
+      10_000,
+    )
     const admitted = await redis.zrange(roomKeys('r-draw').admitted, 0, -1)
     expect(admitted.length).toBeLessThan(users.length)
     expect(new Set(admitted)).toEqual(new Set(expected.slice(0, admitted.length)))
@@ -396,11 +401,3 @@ describe('with a room', () => {
     expect((await app.inject({ method: 'GET', url: '/queue/%3Cscript%3E' })).statusCode).toBe(400)
   })
 })
-
-async function until(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time')
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}

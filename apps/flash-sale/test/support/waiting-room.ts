@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises'
+import { readDefined } from '@kunci/topology'
 import { Cluster } from 'ioredis'
 import { Pool } from 'undici'
 import type { QueueAnswer } from '../../src/waiting-room/waiting-room.js'
@@ -122,12 +122,6 @@ export async function mapLimit<T, R>(items: readonly T[], concurrency: number, f
 }
 
 /** Polls `check` until it returns a value other than undefined, or throws after `timeoutMs`. */
-export async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const v = await check()
-    if (v !== undefined) return v
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await sleep(50)
-  }
+export function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+  return readDefined(check, what, { timeoutMs, intervalMs: 50 })
 }
