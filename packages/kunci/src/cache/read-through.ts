@@ -49,6 +49,24 @@ export interface ReadThroughContext {
   assertOpen(): void
 }
 
+/** One load of a key by this process: what `#loadAsHolder` is given. */
+interface LoadJob<T> {
+  readonly key: string
+  readonly keys: EntryKeys
+  readonly loader: Loader<T>
+  readonly opts: ResolvedEntryOptions
+  /** Our lease token, or '' to load and write without a lease. */
+  readonly token: string
+  /** Served on a soft time-out or a failed load, when there is one. */
+  readonly stale?: Found<T>
+  /** Date.now() by which the load must have finished (the hard time-out). */
+  readonly deadline: number
+  /** An early (XFetch) refresh, reported as such. @defaultValue false */
+  readonly early?: boolean
+  /** The caller waits for the write too; false when Redis is failing. @defaultValue true */
+  readonly awaitWrite?: boolean
+}
+
 export class ReadThrough {
   readonly #c: ReadThroughContext
   readonly #inflight = new Map<string, Promise<unknown>>()
@@ -138,12 +156,12 @@ export class ReadThrough {
       const stale = found !== undefined && Date.now() < found.staleUntil ? found : undefined
       if (reply.status === 'leased') {
         wake.cancel()
-        return this.#loadAsHolder(key, keys, loader, opts, token, stale, deadline, false, true)
+        return this.#loadAsHolder({ key, keys, loader, opts, token, stale, deadline })
       }
       if (reply.status === 'fresh') {
         // Fresh but unreadable (foreign or corrupt): load and overwrite it without a lease.
         wake.cancel()
-        return this.#loadAsHolder(key, keys, loader, opts, '', undefined, deadline, false, true)
+        return this.#loadAsHolder({ key, keys, loader, opts, token: '', deadline })
       }
       if (stale !== undefined) {
         wake.cancel()
@@ -162,17 +180,8 @@ export class ReadThrough {
   }
 
   /** Runs the loader under our lease (or none, `token` ''), with the soft and hard timeouts. */
-  async #loadAsHolder<T>(
-    key: string,
-    keys: EntryKeys,
-    loader: Loader<T>,
-    opts: ResolvedEntryOptions,
-    token: string,
-    stale: Found<T> | undefined,
-    deadline: number,
-    early: boolean,
-    awaitWrite: boolean,
-  ): Promise<T> {
+  async #loadAsHolder<T>(job: LoadJob<T>): Promise<T> {
+    const { key, keys, loader, opts, token, stale, deadline, early = false, awaitWrite = true } = job
     const controller = new AbortController()
     const started = Date.now()
     const stopLease =
@@ -259,17 +268,15 @@ export class ReadThrough {
     }
     // The write is attempted in the background (it reports its error): Redis is failing, and
     // the caller should not wait for it a second time.
-    return this.#loadAsHolder(
+    return this.#loadAsHolder({
       key,
       keys,
       loader,
       opts,
-      '',
-      undefined,
-      Date.now() + opts.hardTimeoutMs,
-      false,
-      false,
-    )
+      token: '',
+      deadline: Date.now() + opts.hardTimeoutMs,
+      awaitWrite: false,
+    })
   }
 
   refreshEarly<T>(
@@ -300,7 +307,16 @@ export class ReadThrough {
     fetchOrLease(this.#c.client, keys, token, this.#c.options.leaseTtlMs, String(found.expiresAt))
       .then((reply) => {
         if (reply.status !== 'leased') return undefined
-        return this.#loadAsHolder(key, keys, loader, opts, token, found, now + opts.hardTimeoutMs, true, true)
+        return this.#loadAsHolder({
+          key,
+          keys,
+          loader,
+          opts,
+          token,
+          stale: found,
+          deadline: now + opts.hardTimeoutMs,
+          early: true,
+        })
       })
       .catch((err: unknown) =>
         this.#c.events.emit('error', { key, operation: 'loader', error: asError(err) }),
