@@ -18,7 +18,7 @@ export interface App extends FastifyInstance {
 
 /** The HTTP layer, without listen(): tests use `app.inject()`, server.ts listens. */
 export async function buildApp(deps: AppDeps, opts: { logger?: boolean } = {}): Promise<App> {
-  const app = Fastify({
+  const fastify = Fastify({
     logger: opts.logger ? { level: 'warn' } : false,
     // Ids in bodies are small; anything deeply nested is not ours.
     bodyLimit: 16_384,
@@ -28,11 +28,13 @@ export async function buildApp(deps: AppDeps, opts: { logger?: boolean } = {}): 
     requestTimeout: 30_000,
     // Route schemas are exact (routes/schemas.ts): no coercion of `true` into a product id 1.
     ajv: { customOptions: { coerceTypes: false } },
-  }) as unknown as App
+  })
   let draining = false
-  app.startDraining = () => {
-    draining = true
-  }
+  const app: App = Object.assign(fastify, {
+    startDraining: () => {
+      draining = true
+    },
+  })
   // Fastify parses text/plain by default; a checkout is JSON only, anything else is a 415.
   app.removeContentTypeParser('text/plain')
   registerErrorHandling(app)
