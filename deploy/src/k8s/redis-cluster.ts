@@ -1,25 +1,18 @@
 import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet'
 import { Job } from 'kubernetes-models/batch/v1/Job'
-import { ConfigMap } from 'kubernetes-models/v1/ConfigMap'
-import { Service } from 'kubernetes-models/v1/Service'
 import { CLUSTER_BUS_PORT, type DeployConfig, EXPORTER_PORT, REDIS_PORT } from './config.js'
 import {
-  ACL_DIR,
-  aclInitContainer,
   baseRedisConf,
   CONF_DIR,
   CONTAINER_SECURITY,
   dataClaim,
-  exporterSidecar,
   onePodAtATime,
   REDIS_POD_SECURITY,
-  redisProbes,
-  redisVolumes,
   resources,
   SECRET_DIR,
-  spreadOut,
 } from './redis-common.js'
-import { CA_FILE, caMounts, redisTlsMounts, tlsCliFlags, tlsSecretName, tlsVolumes } from './redis-tls.js'
+import { redisSetParts } from './redis-set.js'
+import { CA_FILE, caMounts, tlsCliFlags, tlsSecretName, tlsVolumes } from './redis-tls.js'
 
 /** The Redis Cluster of 3 masters + 3 replicas that holds stock, reservations, order streams and the cache. */
 export const CLUSTER_NAME = 'redis-cluster'
@@ -64,8 +57,6 @@ export function bootstrapScript(cfg: DeployConfig): string {
 }
 
 export function clusterObjects(cfg: DeployConfig) {
-  const labels = { 'app.kubernetes.io/name': CLUSTER_NAME, 'app.kubernetes.io/part-of': 'kunci' }
-  const metadata = { name: CLUSTER_NAME, namespace: cfg.namespace, labels }
   const conf = [
     ...baseRedisConf(cfg, true),
     'cluster-enabled yes',
@@ -79,30 +70,36 @@ export function clusterObjects(cfg: DeployConfig) {
     `maxmemory ${cfg.cluster.maxmemory}`,
     `maxmemory-policy ${cfg.cluster.evictionPolicy}`,
   ]
-  const configMap = new ConfigMap({
-    metadata: { ...metadata, name: `${CLUSTER_NAME}-conf` },
-    data: { 'redis.conf': `${conf.join('\n')}\n` },
-  })
-  const headless = new Service({
-    metadata,
-    spec: {
-      clusterIP: 'None',
-      selector: labels,
-      // The bootstrap Job and the nodes themselves need the names before the pods are ready.
-      publishNotReadyAddresses: true,
-      ports: [
-        { name: 'redis', port: REDIS_PORT, targetPort: 'redis' },
-        { name: 'bus', port: CLUSTER_BUS_PORT, targetPort: 'bus' },
-        { name: 'metrics', port: EXPORTER_PORT, targetPort: 'metrics' },
-      ],
-    },
-  })
   const start = [
     // nodes.conf keeps this node's ID (its identity) on the PVC; only its own address is refreshed.
     `exec redis-server ${CONF_DIR}/redis.conf`,
     `--cluster-announce-hostname "$POD_NAME.${CLUSTER_NAME}.$POD_NAMESPACE.svc.cluster.local"`,
     '--cluster-announce-ip "$POD_IP"',
   ].join(' ')
+  const { labels, metadata, configMap, headless, template } = redisSetParts(cfg, {
+    name: CLUSTER_NAME,
+    replicated: true,
+    conf,
+    servicePorts: [
+      { name: 'redis', port: REDIS_PORT, targetPort: 'redis' },
+      { name: 'bus', port: CLUSTER_BUS_PORT, targetPort: 'bus' },
+      { name: 'metrics', port: EXPORTER_PORT, targetPort: 'metrics' },
+    ],
+    zoneSpread: cfg.cluster.zoneSpread,
+    redis: {
+      command: ['sh', '-c', start],
+      env: [
+        { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+        { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+        { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+      ],
+      ports: [
+        { name: 'redis', containerPort: REDIS_PORT },
+        { name: 'bus', containerPort: CLUSTER_BUS_PORT },
+      ],
+      resources: cfg.cluster.resources,
+    },
+  })
   const statefulSet = new StatefulSet({
     metadata,
     spec: {
@@ -113,46 +110,7 @@ export function clusterObjects(cfg: DeployConfig) {
       updateStrategy: { type: 'RollingUpdate' },
       persistentVolumeClaimRetentionPolicy: { whenDeleted: 'Retain', whenScaled: 'Retain' },
       selector: { matchLabels: labels },
-      template: {
-        metadata: { labels },
-        spec: {
-          ...spreadOut(labels, cfg.cluster.zoneSpread),
-          securityContext: REDIS_POD_SECURITY,
-          automountServiceAccountToken: false,
-          enableServiceLinks: false,
-          terminationGracePeriodSeconds: 30,
-          initContainers: [aclInitContainer(cfg, true, cfg.exporterResources)],
-          containers: [
-            {
-              name: 'redis',
-              image: cfg.redisImage,
-              command: ['sh', '-c', start],
-              env: [
-                { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
-                { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
-                { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
-              ],
-              ports: [
-                { name: 'redis', containerPort: REDIS_PORT },
-                { name: 'bus', containerPort: CLUSTER_BUS_PORT },
-              ],
-              resources: resources(cfg.cluster.resources),
-              securityContext: CONTAINER_SECURITY,
-              ...redisProbes(cfg),
-              volumeMounts: [
-                { name: 'data', mountPath: '/data' },
-                { name: 'conf', mountPath: CONF_DIR, readOnly: true },
-                { name: 'acl', mountPath: ACL_DIR, readOnly: true },
-                { name: 'secret', mountPath: SECRET_DIR, readOnly: true },
-                { name: 'tmp', mountPath: '/tmp' },
-                ...redisTlsMounts(cfg),
-              ],
-            },
-            exporterSidecar(cfg),
-          ],
-          volumes: redisVolumes(cfg, `${CLUSTER_NAME}-conf`, tlsSecretName(CLUSTER_NAME)),
-        },
-      },
+      template,
       volumeClaimTemplates: [dataClaim(cfg, labels, cfg.cluster.storage)],
     },
   })
