@@ -1,10 +1,10 @@
 import type { Registry } from 'prom-client'
 import type { Db } from './db/database.js'
 import type { ServiceMetrics } from './metrics/service-metrics.js'
-import type { OrderStore } from './orders/order-store.js'
 import type { OrderPayments } from './orders/payments.js'
 import type { Catalog } from './sale/catalog.js'
 import type { SaleStore } from './sale/sale-store.js'
+import type { SqlSaleCountsSource } from './sql/readers.js'
 import type { CheckoutStrategy } from './strategies/strategy.js'
 import type { WaitingRoom } from './waiting-room/waiting-room.js'
 
@@ -13,7 +13,8 @@ export interface AppDeps {
   strategy: CheckoutStrategy
   store: SaleStore
   db: Db
-  orders: OrderStore
+  /** What the routes read of the order books: a sale's counts (admin) and the default balance (wallets). */
+  orders: SqlSaleCountsSource & { readonly defaultWalletCents: number }
   /** Pay and cancel of held orders (hold sales). */
   payments: OrderPayments
   catalog: Catalog
