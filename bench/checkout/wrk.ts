@@ -19,10 +19,11 @@
  */
 import { spawnSync } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { resolve } from 'node:path'
+import { basename, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { spread } from '../locks/stats.js'
+import { renderWrk } from '../report/render-results.js'
 import type { CommandDelta } from './commandstats.js'
 import type { CpuShare } from './cpu-share.js'
 import { describeEnvironment, loadAverage, writeResults } from './environment.js'
@@ -236,20 +237,8 @@ async function main(): Promise<void> {
     }
   })
   const file = writeResults(env, false, { env, load, warmupS, rounds, runs, summary }, 'checkout-wrk')
-  const f = (x: number, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : '–')
-  const lines = [
-    `Sold-out flood with wrk (${load.threads} threads, ${load.connections} connections, ${load.seconds} s × ${rounds} rounds), ${env.date.slice(0, 10)} at ${env.commit.slice(0, 7)}`,
-    '',
-    '| shape | bare req/s | service req/s | ratio (paired) | p99 bare / service ms | p99 ratio | master cmds/req | script calls/req | all refused |',
-    '|---|---|---|---|---|---|---|---|---|',
-    ...summary.map(
-      (s) =>
-        `| ${s.shape} | ${f(s.bareRps.median)} | ${f(s.soldoutRps.median)} | ${f(s.ratio.median, 2)}× (${f(s.ratio.min, 2)}–${f(s.ratio.max, 2)}) | ${f(s.bareP99Ms.median, 1)} / ${f(s.soldoutP99Ms.median, 1)} | ${f(s.p99Ratio.median, 2)}× | ${f(s.masterCommandsPerRequest.median, 3)} | ${f(s.scriptCallsPerRequest.median, 4)} | ${s.allRefused ? 'yes' : 'NO'} |`,
-    ),
-    '',
-    `raw: ${file}`,
-  ]
-  process.stdout.write(`${lines.join('\n')}\n`)
+  // The same table bench/RESULTS.md's checkout-wrk section is generated with.
+  process.stdout.write(`${renderWrk([{ file: basename(file), env, load, rounds, summary }])}\n`)
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
