@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { aclUserArgs, connectDb, type Durability, migrate, type Strategy } from '@kunci/flash-sale'
 import {
   DEFAULT_ADMIN_USERNAME,
@@ -250,22 +251,28 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
     await waitReady(url, 60_000, () => service.running)
     if (solo && soloUrl) await waitReady(soloUrl, 60_000, () => solo.running)
     const putSale = async (sale: SaleSpec) => {
-      const res = await fetch(`${url}/admin/sales/${sale.productId}`, {
-        method: 'PUT',
-        headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
-        body: JSON.stringify({
-          stock: sale.stock,
-          price: sale.price ?? 49.99,
-          name: sale.name,
-          per_user_limit: sale.perUserLimit,
-          starts_at: sale.startsAt?.toISOString(),
-          waiting_room: sale.waitingRoom,
-        }),
-      })
-      const body = await res.json()
-      if (!res.ok)
-        throw new Error(`PUT /admin/sales/${sale.productId}: ${res.status} ${JSON.stringify(body)}`)
-      return body
+      // A 503 says the sale's replica has not acknowledged it yet (a loaded machine, a failover
+      // under way): repeat the call, as the answer asks, for up to 30 s.
+      const deadline = Date.now() + 30_000
+      for (;;) {
+        const res = await fetch(`${url}/admin/sales/${sale.productId}`, {
+          method: 'PUT',
+          headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+          body: JSON.stringify({
+            stock: sale.stock,
+            price: sale.price ?? 49.99,
+            name: sale.name,
+            per_user_limit: sale.perUserLimit,
+            starts_at: sale.startsAt?.toISOString(),
+            waiting_room: sale.waitingRoom,
+          }),
+        })
+        const body = await res.json()
+        if (res.ok) return body
+        if (res.status !== 503 || Date.now() > deadline)
+          throw new Error(`PUT /admin/sales/${sale.productId}: ${res.status} ${JSON.stringify(body)}`)
+        await sleep(1_000 * Number(res.headers.get('retry-after') ?? 1))
+      }
     }
     if (options.sale) await putSale(options.sale)
     let observability: Observability | undefined
