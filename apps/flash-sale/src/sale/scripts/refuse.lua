@@ -15,17 +15,18 @@ if epoch ~= ARGV[1] or tonumber(redis.call('GET', KEYS[2]) or '0') > 0 then retu
 local out = {}
 for i = 2, #ARGV, 4 do
   local user, key, code, oid = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local stored = redis.call('HGET', KEYS[3], key)
-  if stored then
+  -- A first use of the key (the common case: a new click) costs one command; a key with an
+  -- answer already costs a second, to read it.
+  if redis.call('HSETNX', KEYS[3], key, code .. '|' .. oid .. '|' .. user) == 1 then
+    out[#out + 1], out[#out + 2], out[#out + 3] = code, oid, 0
+  else
+    local stored = redis.call('HGET', KEYS[3], key)
     local c, o, owner = string.match(stored, '^([^|]*)|([^|]*)|(.*)$')
     if owner ~= user then
       out[#out + 1], out[#out + 2], out[#out + 3] = 'IDEMPOTENCY_KEY_REUSED', '', 1
     else
       out[#out + 1], out[#out + 2], out[#out + 3] = c, o, 1
     end
-  else
-    redis.call('HSET', KEYS[3], key, code .. '|' .. oid .. '|' .. user)
-    out[#out + 1], out[#out + 2], out[#out + 3] = code, oid, 0
   end
 end
 return out
