@@ -27,6 +27,8 @@ export interface AppDeps {
   maxInflight: number
   /** Event-loop delay (ms) above which requests are shed with 503; 0 disables. */
   maxEventLoopDelayMs: number
+  /** Answer the strategy's refusals from memory before fastify's routing (routes/refusal-lane.ts). */
+  refusalLane: boolean
   /** Undefined when Redis and SQL are reachable, else why not (cached by the caller). */
   unready(): Promise<string | undefined>
 }

@@ -2,11 +2,12 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import type { AppDeps } from './app-deps.js'
 import { registerErrorHandling } from './plugins/errors.js'
 import { adminRoutes } from './routes/admin.js'
-import { checkoutRoutes } from './routes/checkout.js'
+import { CHECKOUT_BODY_LIMIT, checkoutRoutes } from './routes/checkout.js'
 import { healthRoutes } from './routes/health.js'
 import { orderRoutes } from './routes/orders.js'
 import { adminRefundRoutes, paymentRoutes } from './routes/payments.js'
 import { productRoutes } from './routes/products.js'
+import { RefusalLane } from './routes/refusal-lane.js'
 import { waitingRoomRoutes } from './routes/waiting-room.js'
 import { waitingRoomAdminRoutes } from './routes/waiting-room-admin.js'
 import { adminWalletRoutes, walletRoutes } from './routes/wallets.js'
@@ -28,6 +29,14 @@ export async function buildApp(deps: AppDeps, opts: { logger?: boolean } = {}): 
     requestTimeout: 30_000,
     // Route schemas are exact (routes/schemas.ts): no coercion of `true` into a product id 1.
     ajv: { customOptions: { coerceTypes: false } },
+    // A sold-out sale's refusals from memory, answered before fastify's routing (refusal-lane.ts).
+    ...(deps.refusalLane && {
+      serverFactory: new RefusalLane({
+        strategy: deps.strategy,
+        metrics: deps.metrics,
+        bodyLimit: CHECKOUT_BODY_LIMIT,
+      }).serverFactory,
+    }),
   })
   let draining = false
   const app: App = Object.assign(fastify, {

@@ -68,6 +68,12 @@ export interface ServiceConfig {
    * every checkout to Redis, as before (a kill switch, and the tests' reference). @defaultValue true
    */
   localAnswers: boolean
+  /**
+   * With local answers: the refusals from memory are given before fastify's routing
+   * (routes/refusal-lane.ts), byte for byte the route's answers at about the cost of a bare
+   * endpoint; false gives them through the route (the tests' reference). @defaultValue true
+   */
+  refusalLane: boolean
   /** `redlock`: how long a checkout waits for the product's lock before 429. @defaultValue 250 */
   lockWaitMs: number
   /** Worker: idle time after which another worker claims a pending order event. @defaultValue 15000 */
@@ -117,6 +123,7 @@ export const DEFAULT_CONFIG = Object.freeze({
   maxInflight: 1024,
   maxEventLoopDelayMs: 250,
   localAnswers: true,
+  refusalLane: true,
   lockWaitMs: 250,
   claimIdleMs: 15_000,
   maxDeliveries: 5,
@@ -196,7 +203,7 @@ function readRedisTls(
  * Reads the environment. `overrides` (from CLI flags) win over the environment.
  * Variables: STRATEGY, DURABILITY, WAIT_TIMEOUT_MS, REDIS_CLUSTER_NODES | REDIS_URL, REDLOCK_NODES,
  * REDIS_USERNAME, REDIS_PASSWORD, REDIS_TLS, REDIS_TLS_CA_FILE, REDIS_TLS_CERT_FILE, REDIS_TLS_KEY_FILE, DATABASE_URL, QUEUE_URL, QUEUE_NAME, ADMIN_TOKEN, HOST, PORT, WORKER_PORT,
- * MAX_INFLIGHT, MAX_EVENT_LOOP_DELAY_MS, LOCAL_ANSWERS, LOCK_WAIT_MS, CLAIM_IDLE_MS, MAX_DELIVERIES, DRAIN_TIMEOUT_MS,
+ * MAX_INFLIGHT, MAX_EVENT_LOOP_DELAY_MS, LOCAL_ANSWERS, REFUSAL_LANE, LOCK_WAIT_MS, CLAIM_IDLE_MS, MAX_DELIVERIES, DRAIN_TIMEOUT_MS,
  * DRAIN_DELAY_MS, WAITING_ROOM_SECRET, DEFAULT_WALLET_BALANCE, HOLD_SWEEP_*.
  */
 export function loadConfig(env: Env = process.env, overrides: Env = {}): ServiceConfig {
@@ -331,6 +338,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Service
     maxInflight: int('MAX_INFLIGHT', DEFAULT_CONFIG.maxInflight, 1),
     maxEventLoopDelayMs: int('MAX_EVENT_LOOP_DELAY_MS', DEFAULT_CONFIG.maxEventLoopDelayMs, 10),
     localAnswers: oneOf('LOCAL_ANSWERS', ['true', 'false'] as const, 'true') === 'true',
+    refusalLane: oneOf('REFUSAL_LANE', ['true', 'false'] as const, 'true') === 'true',
     lockWaitMs: int('LOCK_WAIT_MS', DEFAULT_CONFIG.lockWaitMs, 0, 60_000),
     claimIdleMs: int('CLAIM_IDLE_MS', DEFAULT_CONFIG.claimIdleMs, 100),
     maxDeliveries: int('MAX_DELIVERIES', DEFAULT_CONFIG.maxDeliveries, 1, 1000),

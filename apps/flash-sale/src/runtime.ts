@@ -200,6 +200,8 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
     adminToken: config.adminToken,
     maxInflight: config.maxInflight,
     maxEventLoopDelayMs: config.maxEventLoopDelayMs,
+    // Only where there are answers from memory to give.
+    refusalLane: config.refusalLane && strategy.answerFromMemory !== undefined && config.localAnswers,
     unready,
   }
   return {

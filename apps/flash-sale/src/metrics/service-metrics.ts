@@ -62,6 +62,11 @@ export function createServiceMetrics(registry: Registry) {
       labelNames: ['code'] as const,
       registers,
     }),
+    refusalLane: new Counter({
+      name: 'flash_sale_refusal_lane_answers_total',
+      help: 'Answers from memory given before the HTTP framework (routes/refusal-lane.ts); the rest of flash_sale_local_answers_total went through the checkout route',
+      registers,
+    }),
     saleEpoch: new Gauge({
       name: 'flash_sale_sale_epoch',
       help: "The sale's epoch as this instance knows it (it grows with every reset, restock or returned unit)",

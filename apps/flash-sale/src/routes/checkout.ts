@@ -3,10 +3,11 @@ import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { AppDeps } from '../app-deps.js'
 import { busy, DomainRefusalError } from '../domain/refusals.js'
 import { ApiError, fromRefusal, HTTP_STATUS, refusalBody, sendError, unavailableError } from './api-error.js'
+import { RefusalLane } from './refusal-lane.js'
 import { CHECKOUT, type CheckoutBody } from './schemas.js'
 
 /** Checkout bodies are ~40 bytes; anything much larger is not a checkout. */
-const BODY_LIMIT = 1_024
+export const CHECKOUT_BODY_LIMIT = 1_024
 
 /**
  * POST /v1/checkout { product_id, user_id } [Idempotency-Key]. Validates, sheds load before any
@@ -33,7 +34,12 @@ export async function checkoutRoutes(app: FastifyInstance, deps: AppDeps): Promi
 
   app.post<{ Body: CheckoutBody }>(
     '/v1/checkout',
-    { bodyLimit: BODY_LIMIT, ...CHECKOUT },
+    {
+      bodyLimit: CHECKOUT_BODY_LIMIT,
+      ...CHECKOUT,
+      // A body the refusal lane read but could not answer: fastify parses it as sent.
+      ...(deps.refusalLane && { preParsing: RefusalLane.replay }),
+    },
     async (request, reply) => {
       const started = performance.now()
       let status = 500

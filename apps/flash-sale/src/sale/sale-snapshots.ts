@@ -171,6 +171,23 @@ export class SaleSnapshots {
     return { code: a.code, orderId: a.orderId }
   }
 
+  /** Has this instance seen the key's refusal recorded at the sale's current epoch? */
+  knowsKey(productId: string, key: string): boolean {
+    return this.#sales.get(productId)?.keys?.has(key) === true
+  }
+
+  /**
+   * Could a checkout with this Idempotency-Key (undefined: none) be answered from memory, by the
+   * look of its headers alone: is a sale sold out with its snapshot loaded (and, for a key, has
+   * this instance seen the key's refusal recorded there)? The refusal lane reads a checkout's body
+   * only if so: otherwise the checkout goes to the route as sent, at no cost of the lane's.
+   */
+  answering(key: string | undefined): boolean {
+    for (const k of this.#sales.values())
+      if (k.soldOut && k.state !== undefined && (key === undefined || k.keys?.has(key) === true)) return true
+    return false
+  }
+
   /** A key's refusal as a script recorded (or replayed) it at `epoch`, kept while that epoch lasts. */
   rememberKey(productId: string, epoch: number, key: string, answer: KeyAnswer): void {
     const k = this.#sales.get(productId)

@@ -1,6 +1,6 @@
 import type { Durability } from '../config.js'
 import { newOrderId } from '../domain/ids.js'
-import { saleRefusal, unavailable } from '../domain/refusals.js'
+import { type Refusal, saleRefusal, unavailable } from '../domain/refusals.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
 import { TimeoutError, withTimeout } from '../runtime-timeout.js'
 import type { SaleSnapshots } from '../sale/sale-snapshots.js'
@@ -95,6 +95,25 @@ export class LuaStrategy implements CheckoutStrategy {
         return refused(unavailable('the sale store (Redis) is unreachable or failing over', 1, err))
       throw err
     }
+  }
+
+  /**
+   * The refusal this instance gives from memory alone, with no I/O, or undefined: a sold-out
+   * sale's keyless checkout, or a repeat of a key whose refusal this instance saw recorded. The
+   * HTTP layer's refusal lane (routes/refusal-lane.ts) answers these before fastify's routing.
+   * A key not seen yet is undefined without asking the snapshot (and so without counting a local
+   * answer): checkout() records it first.
+   */
+  answerFromMemory(req: CheckoutRequest): Refusal | undefined {
+    const snapshots = this.options.snapshots
+    if (snapshots === undefined) return undefined
+    const key = req.idempotencyKey
+    if (key !== undefined && !snapshots.knowsKey(req.productId, key)) return undefined
+    const local = snapshots.answer(req.productId, req.userId)
+    if (local === undefined) return undefined
+    if (key === undefined) return saleRefusal(local.code, req.productId, local.orderId)
+    const known = snapshots.keyAnswer(req.productId, key, req.userId)
+    return known && saleRefusal(known.code, req.productId, known.orderId)
   }
 
   /** A sold-out sale's answer without a reservation, or undefined: go through reserve.lua. */
@@ -249,6 +268,10 @@ export class LuaStrategy implements CheckoutStrategy {
 
   stockView(productId: string): Promise<StockView> {
     return this.store.stockView(productId)
+  }
+
+  answering(idempotencyKey: string | undefined): boolean {
+    return this.options.snapshots?.answering(idempotencyKey) === true
   }
 
   roomGen(productId: string): string | undefined {

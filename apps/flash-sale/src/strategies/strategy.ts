@@ -40,6 +40,17 @@ export interface CheckoutStrategy {
   readonly name: Strategy
   /** Resolves with the order or a refusal; rejects only on a bug. */
   checkout(request: CheckoutRequest): Promise<CheckoutOutcome>
+  /**
+   * A refusal known without any I/O (a sold-out sale's, from memory), or undefined: checkout()
+   * decides. Optional: strategies without local answers leave it out. The refusal lane calls it
+   * for every checkout it reads while `answering()` says a sale can be answered from memory.
+   */
+  answerFromMemory?(request: CheckoutRequest): Refusal | undefined
+  /**
+   * Could a checkout with this key (undefined: none) be answered from memory now, for some sale?
+   * Without it (or false) the lane does not read the body.
+   */
+  answering?(idempotencyKey: string | undefined): boolean
   /** Units left, for GET /v1/products. */
   remaining(productId: string): Promise<number | undefined>
   /** For GET /admin/sales/:id. */

@@ -2,6 +2,7 @@
 // answers, never a sale from memory. Two service processes on a 3+3 Cluster; a control app in
 // this process with LOCAL_ANSWERS=false gives the answers of the Redis path for the same requests.
 import { randomUUID } from 'node:crypto'
+import { connect } from 'node:net'
 import { Cluster, Redis } from 'ioredis'
 import { keySlot } from 'kunci'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -72,6 +73,51 @@ describe('a sold-out sale answered from memory', () => {
     }
     return sum
   }
+
+  /** The control app (the route, no memory) listening: raw answers to compare bytes with. */
+  let controlAt: string | undefined
+  async function controlUrl(): Promise<string> {
+    controlAt ??= await control.app.listen({ host: '127.0.0.1', port: 0 })
+    return controlAt
+  }
+
+  /** An HTTP/1.1 request as bytes; `chunks` sends the body chunked. */
+  function request(
+    method: string,
+    path: string,
+    headers: Record<string, string>,
+    body: string,
+    chunks?: string[],
+  ) {
+    const lines = [`${method} ${path} HTTP/1.1`, 'host: 127.0.0.1', 'connection: close']
+    for (const [k, v] of Object.entries(headers)) lines.push(`${k}: ${v}`)
+    if (chunks)
+      return `${lines.join('\r\n')}\r\n\r\n${chunks.map((c) => `${Buffer.byteLength(c).toString(16)}\r\n${c}\r\n`).join('')}0\r\n\r\n`
+    lines.push(`content-length: ${Buffer.byteLength(body)}`)
+    return `${lines.join('\r\n')}\r\n\r\n${body}`
+  }
+
+  /** The whole answer to `req`, as bytes (the request asks the server to close after it). */
+  function raw(url: string, req: string): Promise<string> {
+    const { hostname, port } = new URL(url)
+    return new Promise((resolve, reject) => {
+      const socket = connect(Number(port), hostname)
+      let data = ''
+      socket.setEncoding('latin1')
+      socket.on('data', (d: string) => {
+        data += d
+      })
+      socket.on('error', reject)
+      socket.on('close', () => resolve(data))
+      socket.write(req, 'latin1')
+    })
+  }
+
+  /** An answer without what differs between two sends of it: its date and the time spent. */
+  const normalized = (answer: string) =>
+    answer
+      .replace(/\r\ndate: [^\r]*/i, '\r\ndate: -')
+      .replace(/server-timing: app;dur=[\d.]+/i, 'server-timing: app;dur=-')
 
   async function sellOut(productId: string, stock: number): Promise<Map<number, string>> {
     await fx.stack.putSale({ productId, stock })
@@ -223,6 +269,91 @@ describe('a sold-out sale answered from memory', () => {
     const sold = await Promise.all(Array.from({ length: 4 }, (_, i) => checkout(productId, 80_000 + i)))
     expect(sold.filter((a) => a.status === 200)).toHaveLength(2)
     for (const k of keys) expect(await checkout(productId, k.user, k.key)).toEqual(first.get(k.key))
+  })
+
+  it("the refusal lane: its answers are the route's byte for byte, and what it cannot answer reaches the route whole", async () => {
+    const productId = '8108'
+    const buyers = await sellOut(productId, 3)
+    const lane = () => metric('flash_sale_refusal_lane_answers_total')
+    // Until both instances answer in the lane (each once its snapshot is loaded).
+    await eventually(
+      async () => {
+        const before = await lane()
+        await Promise.all(Array.from({ length: 20 }, (_, i) => checkout(productId, 11_000 + i)))
+        return (await lane()) - before
+      },
+      (n) => n === 20,
+      { timeoutMs: 20_000, what: 'both instances answering in the lane' },
+    )
+    const control = await controlUrl()
+    const buyer = [...buyers.keys()][0]!
+    const post = (body: string, headers: Record<string, string> = {}, url = '/v1/checkout') =>
+      request('POST', url, { 'content-type': 'application/json', ...headers }, body)
+
+    // Answered in the lane: keyless non-buyers and buyers, ids as strings, a key's repeats.
+    const key = randomUUID()
+    expect((await checkout(productId, 12_345, key)).status).toBe(409) // recorded (refuse.lua)
+    const inLane = [
+      post(body(productId, 12_000)),
+      post(JSON.stringify({ product_id: Number(productId), user_id: 12_001 })),
+      post(JSON.stringify({ user_id: 'u-12002', product_id: productId, extra: [1, 2] })),
+      post(body(productId, buyer)),
+      post(body(productId, 12_003), { 'content-type': 'Application/JSON; charset=UTF-8' }),
+    ]
+    const before = await lane()
+    for (const req of inLane) {
+      const [viaLane, viaRoute] = [await raw(fx.stack.url, req), await raw(control, req)]
+      expect(normalized(viaLane)).toBe(normalized(viaRoute))
+      expect(viaLane).toMatch(/^HTTP\/1\.1 409 Conflict\r\n/)
+    }
+    expect((await lane()) - before).toBe(inLane.length)
+    // The key's repeats: whichever instance saw it recorded answers them in the lane, the other
+    // records them once (refuse.lua's replay) and then answers in the lane too.
+    const repeat = post(body(productId, 12_345), { 'idempotency-key': key })
+    for (let i = 0; i < 6; i++)
+      expect(normalized(await raw(fx.stack.url, repeat))).toBe(normalized(await raw(control, repeat)))
+    const reused = post(body(productId, 12_346), { 'idempotency-key': key })
+    expect(normalized(await raw(fx.stack.url, reused))).toBe(normalized(await raw(control, reused)))
+    expect(await raw(fx.stack.url, reused)).toMatch(/^HTTP\/1\.1 422 /)
+
+    // Not the lane's: each reaches the route as sent (its body read by the lane and replayed, or
+    // not read at all), and gets the route's answer.
+    const routed = [
+      post('{"product_id":8108,'), // not JSON
+      post(JSON.stringify({ product_id: productId })), // no user_id
+      post(JSON.stringify({ product_id: productId, user_id: 0 })),
+      post(JSON.stringify({ product_id: true, user_id: 1 })),
+      post('[1,2]'),
+      post('null'),
+      post('{"product_id":8108,"user_id":5,"__proto__":{"x":1}}'),
+      post('{"product_id":8108,"user_id":5,"constructor":{"prototype":{"x":1}}}'),
+      post(JSON.stringify({ product_id: productId, user_id: 6, pad: 'x'.repeat(1_100) })), // over the limit
+      post(body(productId, 7), { 'content-type': 'text/plain' }),
+      post(body(productId, 8), { 'idempotency-key': 'has space' }),
+      post(body(productId, 9), {}, '/v1/checkout?x=1'),
+      request(
+        'POST',
+        '/v1/checkout',
+        { 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+        '',
+        [body(productId, 10)],
+      ),
+      post(body('8199', 11)), // an unknown product
+    ]
+    const laneBefore = await lane()
+    for (const req of routed)
+      expect(normalized(await raw(fx.stack.url, req))).toBe(normalized(await raw(control, req)))
+    expect(await lane()).toBe(laneBefore)
+
+    // A sale that is selling, while another is sold out (the lane reads every checkout): sold.
+    await fx.stack.putSale({ productId: '8109', stock: 5 })
+    const sold = await raw(fx.stack.url, post(body('8109', 13_000)))
+    expect(sold).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
+    expect(JSON.parse(sold.slice(sold.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      status: 'reserved',
+      user_id: 13_000,
+    })
+    expect(await lane()).toBe(laneBefore)
   })
 
   it('a lost notification (the subscriber cut off): never oversold, selling again within the documented bound', async () => {
