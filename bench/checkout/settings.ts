@@ -12,6 +12,8 @@
  * memory); `soldout-nolocal` has LOCAL_ANSWERS=false (every refusal from reserve.lua), a
  * diagnostic of what the local answers buy; `soldout-keys` is `soldout` with an Idempotency-Key
  * on every request (each refusal is recorded under its key: refuse.lua), as the lab's clients send.
+ * `soldout-route` is `soldout` with REFUSAL_LANE=false: the answers from memory through the
+ * fastify route instead of the refusal lane (the wrk bench's --route, what the lane buys).
  */
 export type Target =
   | 'bare'
@@ -22,6 +24,7 @@ export type Target =
   | 'soldout'
   | 'soldout-nolocal'
   | 'soldout-keys'
+  | 'soldout-route'
 
 /** The reservation targets (the sale never sells out): issue 6's bench, `--phases reserve`. */
 export const RESERVE_TARGETS: readonly Target[] = Object.freeze([
@@ -36,6 +39,7 @@ export const SOLD_OUT_TARGETS: readonly Target[] = Object.freeze([
   'soldout',
   'soldout-nolocal',
   'soldout-keys',
+  'soldout-route',
 ])
 
 export const TARGETS: readonly Target[] = Object.freeze([...RESERVE_TARGETS, ...SOLD_OUT_TARGETS])

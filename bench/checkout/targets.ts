@@ -52,6 +52,7 @@ function stackOptions(
   const redlock = target === 'redlock'
   const env: Record<string, string> = {}
   if (target === 'soldout-nolocal') env.LOCAL_ANSWERS = 'false'
+  if (target === 'soldout-route') env.REFUSAL_LANE = 'false'
   // Every process of the service (primary and instances) profiles each measured window
   // (SIGUSR2 at its start and end, see MeasureWindow); the worker loads the preload too, idle.
   if (profileDir && PROFILED.includes(target)) {

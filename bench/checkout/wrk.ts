@@ -12,6 +12,8 @@
  *
  *   npm run bench:checkout:wrk [-- --rounds N --seconds N --connections N --threads N --shapes a,b]
  *     [--profile DIR]   CPU profiles of the service's processes per measured window (see run.ts)
+ *     [--route]         a third target in the same rounds: the service with REFUSAL_LANE=false, its
+ *                       answers from memory through the fastify route (what the refusal lane buys)
  *
  * Per shape: requests/s of each (median over rounds) and the paired ratio, p50/p99 from wrk's
  * --latency, Redis commands and script calls per request on the masters (INFO commandstats), and
@@ -54,7 +56,7 @@ interface WrkSample {
 interface WrkRun {
   round: number
   shape: Shape
-  target: 'bare' | 'soldout'
+  target: 'bare' | 'soldout' | 'soldout-route'
   loadAverage1m: number
   sample: WrkSample
   cpu: CpuShare
@@ -140,6 +142,7 @@ async function main(): Promise<void> {
       shapes: { type: 'string', default: SHAPES.join(',') },
       postgres: { type: 'string', default: DEFAULT_POSTGRES_URL },
       profile: { type: 'string' },
+      route: { type: 'boolean', default: false },
     },
   })
   const n = (flag: string, v: string) => {
@@ -170,7 +173,8 @@ async function main(): Promise<void> {
   const stacks: Running[] = []
   const runs: WrkRun[] = []
   try {
-    for (const t of ['bare', 'soldout'] as Target[]) {
+    const targets: Target[] = values.route ? ['bare', 'soldout', 'soldout-route'] : ['bare', 'soldout']
+    for (const t of targets) {
       log(`starting ${t}…`)
       stacks.push(
         await startTarget(
@@ -181,14 +185,15 @@ async function main(): Promise<void> {
         ),
       )
     }
-    const [bare, soldout] = stacks as [Running, Running]
+    const bare = stacks[0]!
     for (let round = 1; round <= rounds; round++) {
       for (const [i, shape] of shapes.entries()) {
-        // Pairs alternate which target goes first.
-        const order = (round + i) % 2 === 0 ? [bare, soldout] : [soldout, bare]
+        // Each round starts with another target (the pairs alternate which goes first).
+        const k = (round + i) % stacks.length
+        const order = [...stacks.slice(k), ...stacks.slice(0, k)]
         for (const stack of order) {
           await waitQuiet(stacks, settings.drainDeadlineS)
-          if (stack === soldout) await sellOut(stack, settings)
+          if (stack !== bare) await sellOut(stack, settings)
           const prefix = randomUUID().slice(0, 8)
           wrk(stack.url, { ...load, seconds: warmupS }, [shape, prefix])
           const loadAverage1m = loadAverage()[0]!
@@ -196,7 +201,7 @@ async function main(): Promise<void> {
           window.begin()
           const sample = wrk(stack.url, load, [shape, prefix])
           const { cpu, commands } = await window.end()
-          const target = stack === bare ? 'bare' : 'soldout'
+          const target = stack.target as WrkRun['target']
           runs.push({ round, shape, target, loadAverage1m, sample, cpu, commands })
           log(
             `r${round} ${shape.padEnd(8)} ${target.padEnd(8)} ${sample.requestsPerSecond.toFixed(0).padStart(6)} req/s  p50 ${sample.p50Ms} p99 ${sample.p99Ms} ms  non-2xx ${sample.non2xx}/${sample.requests}  cmds/req ${commands ? (commands.mastersTotal / sample.requests).toFixed(3) : '–'}  cores ${JSON.stringify(cpu)}`,
@@ -214,9 +219,13 @@ async function main(): Promise<void> {
     const of = (t: WrkRun['target']) => runs.filter((r) => r.shape === shape && r.target === t)
     const b = of('bare')
     const s = of('soldout')
-    const ratios = s.map(
-      (r) => r.sample.requestsPerSecond / b.find((x) => x.round === r.round)!.sample.requestsPerSecond,
-    )
+    const route = of('soldout-route')
+    const ratioOf = (runs: WrkRun[]) =>
+      spread(
+        runs.map(
+          (r) => r.sample.requestsPerSecond / b.find((x) => x.round === r.round)!.sample.requestsPerSecond,
+        ),
+      )
     const p99Ratios = s.map((r) => r.sample.p99Ms / b.find((x) => x.round === r.round)!.sample.p99Ms)
     const perRequest = (f: (r: WrkRun) => number) => spread(s.map((r) => f(r) / r.sample.requests))
     const scripts = (r: WrkRun) => SCRIPT_COMMANDS.reduce((a, c) => a + (r.commands?.masters[c] ?? 0), 0)
@@ -224,7 +233,7 @@ async function main(): Promise<void> {
       shape,
       bareRps: spread(b.map((r) => r.sample.requestsPerSecond)),
       soldoutRps: spread(s.map((r) => r.sample.requestsPerSecond)),
-      ratio: spread(ratios),
+      ratio: ratioOf(s),
       bareP99Ms: spread(b.map((r) => r.sample.p99Ms)),
       soldoutP99Ms: spread(s.map((r) => r.sample.p99Ms)),
       p99Ratio: spread(p99Ratios),
@@ -232,6 +241,12 @@ async function main(): Promise<void> {
       scriptCallsPerRequest: perRequest(scripts),
       // Every answer of the sold-out flood is a refusal (409/422), none a sale or an error.
       allRefused: s.every((r) => r.sample.non2xx === r.sample.requests && r.sample.socketErrors === 0),
+      // --route: the same service with its answers from memory through the fastify route.
+      ...(route.length > 0 && {
+        routeRps: spread(route.map((r) => r.sample.requestsPerSecond)),
+        routeRatio: ratioOf(route),
+        routeP99Ms: spread(route.map((r) => r.sample.p99Ms)),
+      }),
       serviceCores: spread(s.map((r) => r.cpu.service ?? 0)),
       bareServiceCores: spread(b.map((r) => r.cpu.service ?? 0)),
     }

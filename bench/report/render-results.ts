@@ -78,6 +78,8 @@ interface WrkRun {
     masterCommandsPerRequest: Spread
     scriptCallsPerRequest: Spread
     allRefused: boolean
+    /** --route: the service with REFUSAL_LANE=false, in the same rounds. */
+    routeRatio?: Spread
   }[]
 }
 
@@ -295,6 +297,14 @@ export function renderWrk(runs: readonly WrkRun[]): string {
   for (const x of latest.summary)
     out.push(
       `| ${x.shape} | ${formatRatio(x.ratio.median, 0.9, 'higher')} ${x.ratio.median >= 0.9 ? 'met' : 'MISSED'} | ${formatRatio(x.p99Ratio.median, 1.5, 'lower')} | ${range(x.soldoutRps, 0)} | ${f(x.scriptCallsPerRequest.median, 4)} | ${f(x.masterCommandsPerRequest.median, 3)} | ${x.allRefused ? 'yes' : 'NO'} |`,
+    )
+  const routed = latest.summary.filter((x) => x.routeRatio !== undefined)
+  if (routed.length > 0)
+    out.push(
+      '',
+      `Without the refusal lane (REFUSAL_LANE=false, the same answers through the fastify route), same rounds: ${routed
+        .map((x) => `${x.shape} ${f(x.routeRatio!.median, 2)}× bare`)
+        .join(', ')}.`,
     )
   return out.join('\n')
 }
