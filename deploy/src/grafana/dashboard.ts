@@ -308,9 +308,13 @@ export const DASHBOARD_ROWS: readonly RowSpec[] = Object.freeze([
         title: 'Answered from memory, by code',
         unit: 'reqps',
         description:
-          "A sold-out sale's refusals given without a reservation call (docs/flash-sale.md, Sold out at line rate). Against the checkout rate: the share of the flood that costs Redis nothing.",
+          "A sold-out sale's refusals given without a reservation call (docs/flash-sale.md, Sold out at line rate). Against the checkout rate: the share of the flood that costs Redis nothing; the refusal lane's share of them skipped the HTTP framework too.",
         queries: [
           q(`sum by (code) (rate(flash_sale_local_answers_total[${RATE}]))`, '{{code}}'),
+          q(
+            `sum(rate(flash_sale_refusal_lane_answers_total[${RATE}]))`,
+            'of them before fastify (refusal lane)',
+          ),
           q(`sum(rate(flash_sale_checkout_requests_total[${RATE}]))`, 'all checkouts'),
         ],
       },
