@@ -5,12 +5,16 @@
  *   npm run bench:locks [-- <flags as below>]   (ensure-redis, build, then this script)
  *   npx tsx bench/locks/run.ts [--quick] [--rounds N] [--libs a,b,...]   (after npm run build)
  *     [--phases a-c1,a-c64,b-contended,b-isolated,c-single-c64] [--retry-delay MS] [--retry-jitter MS]
+ *     [--link-ms X]  each node behind a delay proxy adding ~X ms to every round trip, in a process of
+ *                    its own (proxy-host.ts); prints the measured round trip and each round's C=1
+ *                    ratio to the best peer
  *
  * See bench/RESULTS.md for what each phase measures and how to read the numbers.
  */
 import { parseArgs } from 'node:util'
 import { type NodeSet, startNodes } from '@kunci/topology'
 import { Redis } from 'ioredis'
+import { type BenchChild, startChild } from '../checkout/children.js'
 import { TopLevelCommandCounter } from './command-stats.js'
 import { type DriverConfig, type DriverFactory, LIBRARIES, type Library, type LockDriver } from './driver.js'
 import { describeEnvironment, writeResults } from './environment.js'
@@ -24,6 +28,7 @@ import {
 import { isSingleNode, PHASES, type Phase, type PhaseResult, runPhase } from './phases.js'
 import { evaluateTargets, phaseTable, targetTable } from './report.js'
 import { type BenchSettings, FULL_SETTINGS, QUICK_PHASES, QUICK_SETTINGS } from './settings.js'
+import { type Spread, spread } from './stats.js'
 
 const PEER_FACTORIES: Record<Exclude<Library, 'kunci'>, DriverFactory> = {
   'node-redlock': nodeRedlockDriver,
@@ -44,6 +49,8 @@ interface Cli {
   quick: boolean
   libraries: Library[]
   phases: Phase[]
+  /** --link-ms: the delay each link's proxy adds to a round trip, undefined for plain loopback. */
+  linkMs: number | undefined
 }
 
 function list<T extends string>(
@@ -58,6 +65,12 @@ function list<T extends string>(
   if (unknown.length > 0)
     throw new Error(`unknown ${flag} ${unknown.join(',')}; choose from ${all.join(',')}`)
   return picked
+}
+
+function positive(flag: string, value: string): number {
+  const n = Number(value)
+  if (!(n > 0 && n <= 1_000)) throw new Error(`${flag} must be a number of ms in (0, 1000], got ${value}`)
+  return n
 }
 
 function integer(flag: string, value: string | undefined, fallback: number, min: number): number {
@@ -76,6 +89,7 @@ function parseCli(): Cli {
       phases: { type: 'string' },
       'retry-delay': { type: 'string' },
       'retry-jitter': { type: 'string' },
+      'link-ms': { type: 'string' },
     },
   })
   const base = values.quick ? QUICK_SETTINGS : FULL_SETTINGS
@@ -89,6 +103,7 @@ function parseCli(): Cli {
     quick: values.quick === true,
     libraries: list('--libs', values.libs, LIBRARIES),
     phases: list('--phases', values.phases, PHASES, values.quick ? QUICK_PHASES : PHASES),
+    linkMs: values['link-ms'] === undefined ? undefined : positive('--link-ms', values['link-ms']),
   }
 }
 
@@ -117,23 +132,42 @@ async function withWorkerDrivers<T>(
 }
 
 async function main(): Promise<void> {
-  const { settings, quick, libraries, phases } = parseCli()
+  const { settings, quick, libraries, phases, linkMs } = parseCli()
   const counter = new TopLevelCommandCounter()
   const started = Date.now()
   let nodeSet: NodeSet | undefined
   const admins: Redis[] = []
   const drivers = new Map<Library, Drivers>()
+  let proxies: BenchChild<{ ready: true; ports: number[] }> | undefined
   const stop = async () => {
     await Promise.allSettled([...drivers.values()].flatMap((d) => [d.redlock.close(), d.single.close()]))
     for (const a of admins) a.disconnect()
+    await proxies?.stop()
     await nodeSet?.stop()
   }
   process.once('SIGINT', () => void stop().finally(() => process.exit(130)))
   try {
     // No proxies: they would add a hop of latency that is not part of any library.
     nodeSet = await startNodes({ count: settings.nodeCount, proxy: false })
-    const nodes = nodeSet.nodes.map((n) => ({ host: n.host, port: n.port }))
-    for (const n of nodes) admins.push(new Redis(n))
+    // The libraries dial the nodes, or with --link-ms the delay proxies in front of them.
+    let nodes = nodeSet.nodes.map((n) => ({ host: n.host, port: n.port }))
+    let link: { addedMs: number; rttMs: Spread } | undefined
+    if (linkMs !== undefined) {
+      proxies = await startChild<{ ready: true; ports: number[] }>(
+        'proxies',
+        '../locks/proxy-host.ts',
+        [JSON.stringify({ targets: nodes, latencyMs: linkMs })],
+        60_000,
+      )
+      const direct = nodes
+      nodes = proxies.ready.ports.map((port) => ({ host: '127.0.0.1', port }))
+      link = { addedMs: linkMs, rttMs: await roundTrip(nodes[0]!) }
+      log(
+        `links: +${linkMs} ms per round trip through proxies (${proxies.ready.ports.join(', ')} → ${direct.map((n) => n.port).join(', ')}); PING round trip median ${link.rttMs.median.toFixed(2)} ms (${link.rttMs.min.toFixed(2)}–${link.rttMs.max.toFixed(2)})`,
+      )
+    }
+    // The admin connections (INFO, command counts) go to the nodes themselves.
+    for (const n of nodeSet.nodes) admins.push(new Redis({ host: n.host, port: n.port }))
     const env = await describeEnvironment(admins[0]!)
     log(`nodes: ${nodes.map((n) => n.port).join(', ')}; redis ${env.redis}, node ${env.node}, ${env.cpu}`)
 
@@ -189,12 +223,20 @@ async function main(): Promise<void> {
     >
     const targets = evaluateTargets(summaries)
     const tables = [...phases.map((p) => phaseTable(p, summaries[p], active)), targetTable(targets)]
+    const c1 = c1Ratios(raw['a-c1'] ?? {})
+    if (c1.length > 0)
+      tables.push(
+        `C=1, kunci ÷ the best peer of the same round${link === undefined ? '' : ` (links of ${link.rttMs.median.toFixed(2)} ms round trip)`}: ` +
+          `${c1.map((r) => `${r.ratio.toFixed(3)} (${r.best})`).join(', ')}; median ${spread(c1.map((r) => r.ratio)).median.toFixed(3)}`,
+      )
     process.stdout.write(`\n${tables.join('\n\n')}\n\n`)
     const path = writeResults(env, quick, {
       environment: env,
       settings,
       quick,
       phases,
+      link: link ?? null,
+      c1Ratios: c1,
       libraries: active,
       skipped,
       durationSec: Math.round((Date.now() - started) / 1000),
@@ -206,6 +248,37 @@ async function main(): Promise<void> {
   } finally {
     await stop()
   }
+}
+
+/** 200 PINGs one after another through `node`: the round trip a library sees, in ms. */
+async function roundTrip(node: { host: string; port: number }): Promise<Spread> {
+  const c = new Redis(node)
+  try {
+    await c.ping()
+    const samples: number[] = []
+    for (let i = 0; i < 200; i++) {
+      const t = performance.now()
+      await c.ping()
+      samples.push(performance.now() - t)
+    }
+    return spread(samples)
+  } finally {
+    c.disconnect()
+  }
+}
+
+/** Per round: kunci's C=1 ops/s over the best peer's in that round (the rounds rotate the order). */
+function c1Ratios(byLibrary: Partial<Record<Library, PhaseResult[]>>): { ratio: number; best: Library }[] {
+  const ops = (r: PhaseResult | undefined) =>
+    r?.kind === 'contended' ? Number.NaN : (r?.result.opsPerSec ?? Number.NaN)
+  const mine = byLibrary.kunci ?? []
+  return mine.flatMap((k, round) => {
+    let best: Library | undefined
+    for (const [library, results] of Object.entries(byLibrary) as [Library, PhaseResult[]][])
+      if (library !== 'kunci' && (best === undefined || ops(results[round]) > ops(byLibrary[best]![round])))
+        best = library
+    return best === undefined ? [] : [{ ratio: ops(k) / ops(byLibrary[best]![round]), best }]
+  })
 }
 
 await main()

@@ -3,8 +3,13 @@ import { connect, createServer, type Server, type Socket } from 'node:net'
 /** A TCP proxy in front of one node that can delay, swallow, cut and refuse traffic. */
 export interface FaultProxy {
   readonly port: number
-  /** Delays every chunk in both directions by ms (+ up to jitterMs), keeping the byte order. */
-  setLatency(ms: number, jitterMs?: number): void
+  /**
+   * Delays every chunk by ms (+ up to jitterMs), keeping the byte order: in both directions, or
+   * only on the way to the node or to the client (a round trip of ms rather than 2 × ms). Timers
+   * fire on whole milliseconds: a delay under 1 ms is about 1 ms.
+   * @defaultValue jitterMs 0, direction 'both'
+   */
+  setLatency(ms: number, jitterMs?: number, direction?: LatencyDirection): void
   /**
    * Partition: connections are still accepted, but nothing is forwarded or answered in either
    * direction, for existing and new connections. Data that arrives meanwhile is discarded.
@@ -27,8 +32,12 @@ export interface FaultProxy {
   close(): Promise<void>
 }
 
+/** Which way a proxy's latency applies. */
+export type LatencyDirection = 'both' | 'to-node' | 'to-client'
+
 interface Fault {
   latencyMs: number
+  latencyDirection: LatencyDirection
   jitterMs: number
   lossShare: number
   retransmitMs: number
@@ -51,6 +60,8 @@ class Pipe {
     private readonly from: Socket,
     private readonly to: Socket,
     private readonly fault: Fault,
+    /** 'to-node' for client → node, 'to-client' for the replies. */
+    private readonly direction: Exclude<LatencyDirection, 'both'>,
   ) {
     from.on('data', (chunk: Buffer) => this.#push(chunk))
     to.on('drain', () => from.resume())
@@ -58,7 +69,10 @@ class Pipe {
 
   #push(chunk: Buffer): void {
     if (this.fault.blackholed) return
-    const { latencyMs, jitterMs, lossShare, retransmitMs } = this.fault
+    const { lossShare, retransmitMs, latencyDirection } = this.fault
+    const delayed = latencyDirection === 'both' || latencyDirection === this.direction
+    const latencyMs = delayed ? this.fault.latencyMs : 0
+    const jitterMs = delayed ? this.fault.jitterMs : 0
     const lost = lossShare > 0 && Math.random() < lossShare
     if (!lost && latencyMs <= 0 && jitterMs <= 0 && this.#queue.length === 0) {
       this.#write(chunk)
@@ -105,7 +119,10 @@ class Connection {
     fault: Fault,
     private readonly onClose: (c: Connection) => void,
   ) {
-    this.#pipes.push(new Pipe(client, upstream, fault), new Pipe(upstream, client, fault))
+    this.#pipes.push(
+      new Pipe(client, upstream, fault, 'to-node'),
+      new Pipe(upstream, client, fault, 'to-client'),
+    )
     client.on('error', () => this.destroy())
     client.on('close', () => this.destroy())
     upstream.on('error', () => {})
@@ -147,6 +164,7 @@ export async function startProxy(
     typeof listen === 'number' ? { port: listen } : listen
   const fault: Fault = {
     latencyMs: 0,
+    latencyDirection: 'both',
     jitterMs: 0,
     lossShare: 0,
     retransmitMs: DEFAULT_RETRANSMIT_MS,
@@ -177,9 +195,14 @@ export async function startProxy(
 
   const proxy: FaultProxy = {
     port: address.port,
-    setLatency(ms, jitterMs = 0) {
+    setLatency(ms, jitterMs = 0, direction = 'both') {
+      if (direction !== 'both' && direction !== 'to-node' && direction !== 'to-client')
+        throw new RangeError(
+          `latency direction must be 'both', 'to-node' or 'to-client', got ${String(direction)}`,
+        )
       fault.latencyMs = Math.max(0, ms)
       fault.jitterMs = Math.max(0, jitterMs)
+      fault.latencyDirection = direction
     },
     setPacketLoss(share, retransmitMs = DEFAULT_RETRANSMIT_MS) {
       if (!(share >= 0 && share <= 1))

@@ -56,6 +56,26 @@ describe('FaultProxy', () => {
     }
   })
 
+  it('latency one way only: a round trip of the latency, not twice it', async () => {
+    const c = client(node.port)
+    try {
+      await c.ping()
+      for (const direction of ['to-node', 'to-client'] as const) {
+        proxy.setLatency(100, 0, direction)
+        const started = performance.now()
+        await c.ping()
+        const rtt = performance.now() - started
+        expect(rtt).toBeGreaterThanOrEqual(95)
+        // Twice 100 ms would be 200: one way only.
+        expect(rtt).toBeLessThan(190)
+      }
+      expect(() => proxy.setLatency(1, 0, 'sideways' as never)).toThrow(RangeError)
+    } finally {
+      proxy.setLatency(0)
+      c.disconnect()
+    }
+  })
+
   it('packet loss delays a share of chunks by the retransmission time, in order, never losing one', async () => {
     const c = client(node.port)
     try {
