@@ -220,9 +220,9 @@ async function main(): Promise<void> {
     const b = of('bare')
     const s = of('soldout')
     const route = of('soldout-route')
-    const ratioOf = (runs: WrkRun[]) =>
+    const ratioOf = (target: WrkRun[]) =>
       spread(
-        runs.map(
+        target.map(
           (r) => r.sample.requestsPerSecond / b.find((x) => x.round === r.round)!.sample.requestsPerSecond,
         ),
       )

@@ -147,7 +147,8 @@ async function main(): Promise<void> {
   }
   process.once('SIGINT', () => void stop().finally(() => process.exit(130)))
   try {
-    // No proxies: they would add a hop of latency that is not part of any library.
+    // No topology proxies in-process: they would add a hop of latency that is not part of any
+    // library (--link-ms adds one on purpose, in a process of its own).
     nodeSet = await startNodes({ count: settings.nodeCount, proxy: false })
     // The libraries dial the nodes, or with --link-ms the delay proxies in front of them.
     let nodes = nodeSet.nodes.map((n) => ({ host: n.host, port: n.port }))

@@ -39,12 +39,13 @@ function replayed(body: Buffer): Readable {
  * spread too thin for any one of them to be the gap. The lane is the node:http request handler
  * fastify is given (its `serverFactory`); for each request it decides:
  *
- * - Not POST /v1/checkout, or no sale answerable from memory right now (the strategy's
- *   `answering()`): fastify's handler, untouched; the body is not read.
+ * - Not POST /v1/checkout, or nothing answerable from memory for its key (or without one) right
+ *   now (the strategy's `answering(key)`): fastify's handler, untouched; the body is not read.
  * - A checkout whose headers the route would accept as they are (Content-Type application/json,
  *   a Content-Length within the body limit, a valid Idempotency-Key or none), without a key or
- *   with one whose refusal this instance saw recorded: the lane reads the body, and answers only if the body is one the route's own schema (CHECKOUT, compiled here with
- *   fastify's Ajv settings) accepts and the strategy knows the refusal without any I/O
+ *   with one whose refusal this instance saw recorded: the lane reads the body, and answers only
+ *   if the body is one the route's own schema (CHECKOUT, compiled here with fastify's Ajv
+ *   settings) accepts and the strategy knows the refusal without any I/O
  *   (`answerFromMemory`: a sold-out sale's keyless checkout, or a repeat of a key whose refusal
  *   this instance saw recorded). The answer is the route's, byte for byte: status, headers, body.
  * - Anything else (a key not seen yet, a selling sale, a body the route would refuse): the body
@@ -52,8 +53,9 @@ function replayed(body: Buffer): Readable {
  *   and the route answers as if the lane were not there.
  *
  * Counted as the route counts (flash_sale_checkout_requests_total, the duration histogram, the
- * local answers), and in flash_sale_refusal_lane_answers_total. Not shed by the route's load shedding (event-loop delay, in-flight limit): a
- * refusal from memory costs no more than the 503 that would replace it, and holds nothing.
+ * local answers), and in flash_sale_refusal_lane_answers_total. Not shed by the route's load
+ * shedding (event-loop delay, in-flight limit): a refusal from memory costs no more than the 503
+ * that would replace it, and holds nothing.
  */
 export class RefusalLane {
   readonly #strategy: CheckoutStrategy
@@ -80,8 +82,7 @@ export class RefusalLane {
       allowUnionTypes: true,
     })
     this.#validBody = ajv.compile(CHECKOUT.schema.body)
-    const keyRule = ajv.compile(CHECKOUT.schema.headers.properties['idempotency-key'])
-    this.#validKey = (key) => keyRule(key)
+    this.#validKey = ajv.compile(CHECKOUT.schema.headers.properties['idempotency-key'])
   }
 
   /**
@@ -130,7 +131,8 @@ export class RefusalLane {
     req.on('error', () => {})
     req.on('end', () => {
       const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
-      if (!this.#answer(req, res, body, key)) {
+      // (node:http ends a body at its Content-Length: no length check is left to do.)
+      if (!this.#answer(res, body, key)) {
         req[READ_BODY] = body
         handler(req, res)
       }
@@ -138,9 +140,8 @@ export class RefusalLane {
     return true
   }
 
-  #answer(req: IncomingMessage, res: ServerResponse, body: Buffer, key: string | undefined): boolean {
+  #answer(res: ServerResponse, body: Buffer, key: string | undefined): boolean {
     const started = performance.now()
-    if (body.length !== Number(req.headers['content-length'])) return false
     const text = body.toString('utf8')
     // fastify's parser refuses prototype keys (secure-json-parse): the route answers those.
     if (text.includes('__proto__') || text.includes('constructor')) return false

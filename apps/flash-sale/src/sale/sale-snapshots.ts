@@ -171,11 +171,6 @@ export class SaleSnapshots {
     return { code: a.code, orderId: a.orderId }
   }
 
-  /** Has this instance seen the key's refusal recorded at the sale's current epoch? */
-  knowsKey(productId: string, key: string): boolean {
-    return this.#sales.get(productId)?.keys?.has(key) === true
-  }
-
   /**
    * Could a checkout with this Idempotency-Key (undefined: none) be answered from memory, by the
    * look of its headers alone: is a sale sold out with its snapshot loaded (and, for a key, has

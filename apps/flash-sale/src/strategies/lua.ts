@@ -106,26 +106,27 @@ export class LuaStrategy implements CheckoutStrategy {
    */
   answerFromMemory(req: CheckoutRequest): Refusal | undefined {
     const snapshots = this.options.snapshots
-    if (snapshots === undefined) return undefined
     const key = req.idempotencyKey
-    if (key !== undefined && !snapshots.knowsKey(req.productId, key)) return undefined
+    if (snapshots === undefined) return undefined
+    // A repeat of a key whose refusal this instance saw recorded: the same answer, no script.
+    const known = key === undefined ? undefined : snapshots.keyAnswer(req.productId, key, req.userId)
+    if (key !== undefined && known === undefined) return undefined
     const local = snapshots.answer(req.productId, req.userId)
     if (local === undefined) return undefined
-    if (key === undefined) return saleRefusal(local.code, req.productId, local.orderId)
-    const known = snapshots.keyAnswer(req.productId, key, req.userId)
-    return known && saleRefusal(known.code, req.productId, known.orderId)
+    return known
+      ? saleRefusal(known.code, req.productId, known.orderId)
+      : saleRefusal(local.code, req.productId, local.orderId)
   }
 
   /** A sold-out sale's answer without a reservation, or undefined: go through reserve.lua. */
   async #fromMemory(req: CheckoutRequest, deadline: number): Promise<CheckoutOutcome | undefined> {
+    const fromMemory = this.answerFromMemory(req)
+    if (fromMemory !== undefined) return refused(fromMemory)
+    // What is left for memory: a key not seen yet, whose refusal is recorded before it is sent.
     const snapshots = this.options.snapshots
-    const local = snapshots?.answer(req.productId, req.userId)
+    if (req.idempotencyKey === undefined || snapshots === undefined) return undefined
+    const local = snapshots.answer(req.productId, req.userId)
     if (local === undefined) return undefined
-    if (req.idempotencyKey === undefined)
-      return refused(saleRefusal(local.code, req.productId, local.orderId))
-    // A repeat of a key whose refusal this instance saw recorded: the same answer, no script.
-    const known = snapshots!.keyAnswer(req.productId, req.idempotencyKey, req.userId)
-    if (known !== undefined) return refused(saleRefusal(known.code, req.productId, known.orderId))
     const recorded = await this.store.refuse({
       productId: req.productId,
       epoch: local.epoch,
