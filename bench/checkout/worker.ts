@@ -33,8 +33,20 @@ import { PRODUCT_ID } from './settings.js'
 type SqlKind = 'pglite' | 'postgres'
 const SQL_KINDS: readonly SqlKind[] = Object.freeze(['pglite', 'postgres'])
 
-/** The issue's goal: ≥ 5,000 orders persisted per second, with PGlite and with PostgreSQL. */
-export const WORKER_GOAL_PER_SECOND = 5_000
+/**
+ * The goals: issue 15's ≥ 5,000 orders persisted per second with either SQL, raised by issue 24
+ * (with money on: wallets, payments, returns) to ≥ 10,000 on PostgreSQL.
+ */
+export const WORKER_GOAL_PER_SECOND: Readonly<Record<SqlKind, number>> = Object.freeze({
+  pglite: 5_000,
+  postgres: 10_000,
+})
+
+/** A batch's phases as the worker times them (flash_sale_worker_batch_seconds), in table order. */
+const PHASES = ['read', 'confirm', 'sql', 'returns', 'sink', 'settle'] as const
+type Phase = (typeof PHASES)[number]
+/** Seconds and batches per phase over one drain (the worker's process starts at zero). */
+type PhaseTimes = Partial<Record<Phase, { seconds: number; batches: number }>>
 
 const HELP = `Usage: npm run bench:checkout:worker -- [options]
        npx tsx bench/checkout/worker.ts [options]        (after npm run build)
@@ -70,6 +82,8 @@ interface WorkerRun {
   persisted: number
   /** Cores from the first persisted order to the N-th; 'loadgen' is this process, where the embedded PGlite runs. */
   cpu: CpuShare
+  /** Where the batches' time went, over the whole drain (first batch included). */
+  phases: PhaseTimes
 }
 
 const integer = (flag: string, v: string | undefined, fallback: number) => {
@@ -111,6 +125,20 @@ async function fill(url: string, orders: number, concurrency = 64): Promise<numb
   await pool.close()
   if (sold !== orders) throw new Error(`fill: sold ${sold} of ${orders}`)
   return Math.round(sold / ((performance.now() - started) / 1000))
+}
+
+/** The worker's flash_sale_worker_batch_seconds sums and counts, by phase. */
+async function phaseTimes(metricsUrl: string): Promise<PhaseTimes> {
+  const text = await fetch(metricsUrl).then((r) => r.text())
+  const times: PhaseTimes = {}
+  const re = /^flash_sale_worker_batch_seconds_(sum|count)\{phase="(\w+)"\} (\S+)$/gm
+  for (const [, what, phase, value] of text.matchAll(re)) {
+    if (!PHASES.includes(phase as Phase)) continue
+    const t = (times[phase as Phase] ??= { seconds: 0, batches: 0 })
+    if (what === 'sum') t.seconds = Number(value)
+    else t.batches = Number(value)
+  }
+  return times
 }
 
 async function persistedCounter(metricsUrl: string): Promise<number> {
@@ -162,6 +190,7 @@ async function drain(
   }
   // This process's children: the worker, the service, the Redis nodes (PGlite runs in here).
   const cpu = sampler.stop([process.pid])
+  const phases = await phaseTimes(stack.workerMetricsUrl)
   await stack.worker.stop()
   const f = first ?? last
   const drainMs = last.at - f.at
@@ -171,6 +200,7 @@ async function drain(
     perSecond: drainMs > 0 ? Math.round(((last.count - f.count) * 1000) / drainMs) : Number.NaN,
     persisted: await sqlPersisted(stack),
     cpu,
+    phases,
   }
 }
 
@@ -242,7 +272,7 @@ async function main(): Promise<void> {
   const lines = [
     `Worker throughput: ${rounds} round(s) of ${orders} reservations per SQL kind, medians (min–max); load average at start ${env.loadAverageAtStart.join(' / ')}.`,
     '',
-    '| SQL | orders persisted/s | orders per CPU-second (worker + SQL) | drain s | worker start → first order ms | reservations/s while filling | cores: worker | bench process (PGlite) | postgres | redis | other | goal ≥ 5,000/s |',
+    '| SQL | orders persisted/s | orders per CPU-second (worker + SQL) | drain s | worker start → first order ms | reservations/s while filling | cores: worker | bench process (PGlite) | postgres | redis | other | goal |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
   ]
   const r = (vs: number[], d = 0) => {
@@ -264,11 +294,44 @@ async function main(): Promise<void> {
       `| ${sql} | ${r(rs.map((x) => x.perSecond))} | ${r(rs.map(perCore))} | ${r(
         rs.map((x) => x.drainMs / 1000),
         2,
-      )} | ${r(rs.map((x) => x.startupMs))} | ${r(rs.map((x) => x.fillPerSecond))} | ${core('worker')} | ${core('loadgen')} | ${core('postgres')} | ${core('redis')} | ${core('other')} | ${med >= WORKER_GOAL_PER_SECOND ? 'met' : 'missed'} |`,
+      )} | ${r(rs.map((x) => x.startupMs))} | ${r(rs.map((x) => x.fillPerSecond))} | ${core('worker')} | ${core('loadgen')} | ${core('postgres')} | ${core('redis')} | ${core('other')} | ≥ ${WORKER_GOAL_PER_SECOND[sql].toLocaleString('en-US')}/s ${med >= WORKER_GOAL_PER_SECOND[sql] ? 'met' : 'missed'} |`,
     )
   }
+  lines.push('', ...phaseTable(kinds, runs))
   const file = writeResults(env, values.quick, { env, orders, rounds, runs }, 'checkout-worker')
   process.stdout.write(`${lines.join('\n')}\n\nRaw samples: \`${file}\`\n`)
+}
+
+/**
+ * Where a batch's time goes: ms per batch in each phase (medians over rounds) and each phase's
+ * share of the batches' time. `sink` holds `sql` and `returns` (SQL's transaction, then the units
+ * given back to Redis); the shares are of read + confirm + sink + settle, which run one after
+ * another in the worker's loop.
+ */
+function phaseTable(kinds: readonly SqlKind[], runs: readonly WorkerRun[]): string[] {
+  const top: Phase[] = ['read', 'confirm', 'sink', 'settle']
+  const lines = [
+    "Where a batch's time goes (flash_sale_worker_batch_seconds, the worker's own timing): ms per batch, medians over rounds; share of the batch's time in parentheses.",
+    '',
+    `| SQL | batches | orders per batch | ${PHASES.join(' | ')} | batch ms | batch time ÷ drain time |`,
+    `|---|---:|---:|${PHASES.map(() => '---:').join('|')}|---:|---:|`,
+  ]
+  for (const sql of kinds) {
+    const rs = runs.filter((x) => x.sql === sql)
+    if (rs.length === 0) continue
+    const med = (f: (x: WorkerRun) => number) => spread(rs.map(f)).median
+    const batches = (x: WorkerRun) => x.phases.sink?.batches ?? 0
+    const ms = (x: WorkerRun, p: Phase) => ((x.phases[p]?.seconds ?? 0) * 1000) / Math.max(1, batches(x))
+    const total = (x: WorkerRun) => top.reduce((a, p) => a + ms(x, p), 0)
+    const cells = PHASES.map((p) => {
+      const share = med((x) => ms(x, p) / Math.max(1e-9, total(x)))
+      return `${med((x) => ms(x, p)).toFixed(2)} (${(share * 100).toFixed(0)} %)`
+    })
+    lines.push(
+      `| ${sql} | ${med(batches)} | ${med((x) => x.orders / Math.max(1, batches(x))).toFixed(0)} | ${cells.join(' | ')} | ${med(total).toFixed(2)} | ${med((x) => (total(x) * batches(x)) / Math.max(1, x.drainMs)).toFixed(2)} |`,
+    )
+  }
+  return lines
 }
 
 await main()

@@ -82,6 +82,7 @@ describe('service and kunci names', () => {
     m.saleResyncs.inc({ product_id: '1' }, 0)
     m.reserveBatchSize.observe({ kind: 'reserve' }, 3)
     m.sqlBatchSize.observe(10)
+    m.workerBatchSeconds.observe({ phase: 'sql' }, 0.02)
     // The waiting room's series exist once a room has answered (as on a live service with a room).
     const room = m.waitingRoom
     room.waiting.set({ product_id: '1' }, 10)

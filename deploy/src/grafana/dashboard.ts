@@ -369,6 +369,18 @@ export const DASHBOARD_ROWS: readonly RowSpec[] = Object.freeze([
         ],
       },
       {
+        title: "Where the worker's batches spend their time",
+        unit: 's',
+        description:
+          "Seconds per second the worker spends in each phase of its batches: read (XREADGROUP), confirm (the replica round that shows a batch durable), sql (the batch's transaction), returns (units given back), settle (XACK and statuses). A busy worker's phases add up to about 1; a confirm share that grows is a replica falling behind, an sql share that grows is the database.",
+        queries: [
+          q(
+            `sum by (phase) (rate(flash_sale_worker_batch_seconds_sum{phase!="sink"}[${RATE}]))`,
+            '{{phase}}',
+          ),
+        ],
+      },
+      {
         title: 'Redis vs SQL drift',
         unit: 'short',
         queries: [q('max by (product_id) (flash_sale_reconcile_drift)', 'product {{product_id}}')],

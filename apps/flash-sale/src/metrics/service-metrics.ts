@@ -130,6 +130,13 @@ export function createServiceMetrics(registry: Registry) {
       labelNames: ['product_id', 'reason'] as const,
       registers,
     }),
+    workerBatchSeconds: new Histogram({
+      name: 'flash_sale_worker_batch_seconds',
+      help: "Where a worker's batch spends its time, by phase: read (XREADGROUP), confirm (the replica round that shows it durable), sink (SQL or the relay; for SQL split into sql, the transaction, and returns, the units given back), settle (XACK and statuses in one script)",
+      labelNames: ['phase'] as const,
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+      registers,
+    }),
     sqlBatchSize: new Histogram({
       name: 'flash_sale_sql_batch_size',
       help: 'Order events the worker persisted per SQL transaction',

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks'
 import { isSqlOutage } from '../db/database.js'
 import { returnsUnit } from '../domain/order-states.js'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
@@ -40,12 +41,14 @@ export class SqlSink implements OrderSink {
 
   async handle(entries: readonly SinkEntry[]): Promise<SinkResult[]> {
     let outcomes: PersistOutcome[]
+    const started = performance.now()
     try {
       outcomes = await this.#o.orders.persistBatch(
         entries.map((e) => e.event),
         this.#o.strategy,
       )
       this.#o.metrics?.sqlBatchSize.observe(entries.length)
+      this.#o.metrics?.workerBatchSeconds.observe({ phase: 'sql' }, (performance.now() - started) / 1000)
     } catch (err) {
       if (isSqlOutage(err)) throw new SinkUnavailableError('SQL', err)
       const { results, outcomes } = await this.#oneByOne(entries)
@@ -53,10 +56,12 @@ export class SqlSink implements OrderSink {
       return results
     }
     const results = entries.map((e, i) => this.#settle(e, outcomes[i]!))
+    const returning = performance.now()
     await this.#giveBack(
       entries,
       entries.map((_, i) => outcomes[i]),
     )
+    this.#o.metrics?.workerBatchSeconds.observe({ phase: 'returns' }, (performance.now() - returning) / 1000)
     return results
   }
 

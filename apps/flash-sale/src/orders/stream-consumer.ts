@@ -1,4 +1,5 @@
 import { hostname } from 'node:os'
+import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Script } from 'kunci'
 import type { OrderStatus } from '../domain/order-states.js'
@@ -217,6 +218,7 @@ export class StreamConsumer {
     let reply: [string, Entry[]][] | null
     // The node the read goes to: only a round on that same node shows its entries durable.
     const servedBy = this.#o.acks?.nodeOf(k.ackMark)
+    const started = performance.now()
     try {
       reply = (await this.#o.redis.xreadgroup(
         'GROUP',
@@ -237,6 +239,8 @@ export class StreamConsumer {
     const gone = entries.filter((e) => e[1] === null).map((e) => e[0])
     if (gone.length > 0) await this.#o.redis.xack(k.orders, this.#o.group, ...gone)
     const live = entries.filter((e) => e[1] !== null)
+    // Empty reads are the idle loop's, not a batch's: only reads that found events are timed.
+    if (live.length > 0) this.#timed('read', started)
     // The confirmation round runs on a connection of its own (redis/replica-acks.ts): a master
     // without a replica costs nothing, a slow one delays only this batch. A master that got no
     // acknowledgement and is not shown alone may be cut off from its replica and about to be
@@ -250,11 +254,12 @@ export class StreamConsumer {
   /** Are the events read on the sale's master shown durable (acked, or the master alone)? */
   async #durable(productId: string, servedBy: string | undefined): Promise<boolean> {
     if (!this.#o.acks) return true
-    if (
+    const started = performance.now()
+    const durable =
       servedBy !== undefined &&
       isDurable(await this.#o.acks.confirmOutcome(saleKeys(productId).ackMark, servedBy))
-    )
-      return true
+    this.#timed('confirm', started)
+    if (durable) return true
     this.#o.metrics?.unconfirmedReads.inc({ product_id: productId })
     return false
   }
@@ -300,7 +305,9 @@ export class StreamConsumer {
       batch.push({ id, fields, event })
     }
     if (batch.length === 0) return entries.length
+    const sinkStarted = performance.now()
     const results = await this.#o.sink.handle(batch)
+    this.#timed('sink', sinkStarted)
     const relayed: string[] = []
     const settled: string[] = []
     for (const [i, entry] of batch.entries()) {
@@ -323,12 +330,19 @@ export class StreamConsumer {
       }
     }
     // One call for the batch: XACK and the orders' statuses (settle.lua), or XACK alone.
+    const settleStarted = performance.now()
     if (settled.length > 0) await SETTLE.run(this.#o.redis, [k.orders, k.status], [this.#o.group, ...settled])
     if (relayed.length > 0) await this.#o.redis.xack(k.orders, this.#o.group, ...relayed)
+    this.#timed('settle', settleStarted)
     for (let i = 0; i < settled.length; i += 3) this.#failures.delete(settled[i]!)
     for (const id of relayed) this.#failures.delete(id)
     this.handled += settled.length / 3 + relayed.length
     return entries.length
+  }
+
+  /** A batch's phase, for flash_sale_worker_batch_seconds (where a batch's time goes). */
+  #timed(phase: 'read' | 'confirm' | 'sink' | 'settle', started: number): void {
+    this.#o.metrics?.workerBatchSeconds.observe({ phase }, (performance.now() - started) / 1000)
   }
 
   async #deadLetter(
