@@ -461,6 +461,89 @@ describe('a sold-out sale answered from memory', () => {
     expect(await checkout(productId, 7, key)).toEqual(bought)
   })
 
+  it('one batch answers as its checkouts one after the other: repeats of a key, a user at the limit, the last unit, a failing checkout', async () => {
+    // reserve.lua reads the batch's keys and buyers once and writes its effects at the end
+    // (issue 24): a later checkout of the batch must still see what an earlier one did.
+    const store = control.runtime.deps.store
+    const steps = (p: string): [string, string | undefined][] => [
+      ['a', `${p}-k1`],
+      ['a', `${p}-k1`], // the same key again: its answer, replayed
+      ['b', `${p}-k1`], // another user's key
+      ['a', `${p}-k2`], // a second unit for a (the limit is 2)
+      ['a', `${p}-k3`], // a at the limit
+      ['poison', undefined], // fails inside the script, alone
+      ['c', undefined],
+      ['d', `${p}-k4`], // the last unit
+      ['e', `${p}-k5`],
+      ['e', `${p}-k5`],
+      ['c', `${p}-k6`], // c may buy a second unit: none left
+    ]
+    type Settled = PromiseSettledResult<Awaited<ReturnType<typeof store.reserve>>>
+    const run = (productId: string, [userId, key]: [string, string | undefined]) =>
+      store.reserve({ productId, userId, orderId: `o-${userId}-${key ?? 'none'}`, idempotencyKey: key, roomGen: '' })
+    // The two sales' names differ only in the product id inside keys and order ids.
+    const norm = (x: string) => x.replace(/\d{4}-k/g, 'k').replace(/\|\d{13}$/, '|t')
+    const shape = (r: Settled) =>
+      r.status === 'rejected'
+        ? { error: (r.reason as { code?: string }).code }
+        : { code: r.value.code, order: norm(r.value.orderId), replayed: r.value.replayed }
+    const state = async (productId: string) => {
+      const k = saleKeys(productId)
+      const hash = async (key: string) =>
+        Object.fromEntries(Object.entries(await admin.hgetall(key)).map(([f, v]) => [norm(f), norm(v)]))
+      const events = (await admin.xrange(k.orders, '-', '+')) as [string, string[]][]
+      return {
+        stock: await admin.get(k.stock),
+        buyers: await hash(k.buyers),
+        idem: await hash(k.idem),
+        status: await hash(k.status),
+        events: events.map(([, f]) => norm(f.slice(0, 8).join(' '))),
+      }
+    }
+    for (const productId of ['8107', '8108']) {
+      await fx.stack.putSale({ productId, stock: 4, perUserLimit: 2 })
+      await admin.hset(saleKeys(productId).buyers, 'poison', 'not-a-count')
+    }
+    // 8107: all in one turn, so one reserve.lua call; 8108: one call each, in the same order.
+    const together = await Promise.allSettled(steps('8107').map((s) => run('8107', s)))
+    const alone: Settled[] = []
+    for (const s of steps('8108')) alone.push(...(await Promise.allSettled([run('8108', s)])))
+    expect(together.map(shape)).toEqual([
+      { code: 'RESERVED', order: 'o-a-k1', replayed: false },
+      { code: 'RESERVED', order: 'o-a-k1', replayed: true },
+      { code: 'IDEMPOTENCY_KEY_REUSED', order: '', replayed: true },
+      { code: 'RESERVED', order: 'o-a-k2', replayed: false },
+      { code: 'ALREADY_PURCHASED', order: 'o-a-k2', replayed: false },
+      { error: 'E_RESERVATION_SCRIPT' },
+      { code: 'RESERVED', order: 'o-c-none', replayed: false },
+      { code: 'RESERVED', order: 'o-d-k4', replayed: false },
+      { code: 'SOLD_OUT', order: '', replayed: false },
+      { code: 'SOLD_OUT', order: '', replayed: true },
+      { code: 'SOLD_OUT', order: '', replayed: false },
+    ])
+    expect(together.map(shape)).toEqual(alone.map(shape))
+    const left = await state('8107')
+    expect(left).toEqual(await state('8108'))
+    expect(left.stock).toBe('0')
+    expect(left.buyers).toEqual({ a: '2|o-a-k2', c: '1|o-c-none', d: '1|o-d-k4', poison: 'not-a-count' })
+    expect(left.idem).toEqual({
+      k1: 'RESERVED|o-a-k1|a',
+      k2: 'RESERVED|o-a-k2|a',
+      k3: 'ALREADY_PURCHASED|o-a-k2|a',
+      k4: 'RESERVED|o-d-k4|d',
+      k5: 'SOLD_OUT||e',
+      k6: 'SOLD_OUT||c',
+    })
+    expect(Object.keys(left.status).sort()).toEqual(['o-a-k1', 'o-a-k2', 'o-c-none', 'o-d-k4'])
+    expect(Object.values(left.status).every((v) => /^reserved\|[acd]\|\d+\|t$/.test(v))).toBe(true)
+    expect(left.events).toEqual([
+      'order_id o-a-k1 user_id a round 1 unit 1',
+      'order_id o-a-k2 user_id a round 1 unit 2',
+      'order_id o-c-none user_id c round 1 unit 1',
+      'order_id o-d-k4 user_id d round 1 unit 1',
+    ])
+  })
+
   it('a batch in which one checkout fails inside the script answers the others correctly', async () => {
     const productId = '8105'
     await fx.stack.putSale({ productId, stock: 100 })

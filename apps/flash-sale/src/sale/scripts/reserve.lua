@@ -5,6 +5,13 @@
 -- of one per checkout: Redis calls follow instances x turns, not requests (issue 15). Every key
 -- carries the sale's hash tag: one slot, one atomic script.
 --
+-- Commands follow batches too (issue 24): the batch's idempotency answers and buyer records are
+-- read with one HMGET each, every checkout's effects are kept in Lua tables (so a later checkout
+-- of the batch sees what an earlier one did, as if they had run one after the other), and they
+-- are written once at the end: one DECRBY, one HSET per hash. The XADD of a reservation is the
+-- only command per checkout. A reserved checkout's XADD runs before any of its effects is kept,
+-- so a checkout that fails inside the script (ERROR) leaves nothing behind.
+--
 -- KEYS[1] meta (hash)   KEYS[2] stock (int)   KEYS[3] buyers (hash)   KEYS[4] idem (hash)
 -- KEYS[5] status (hash) KEYS[6] orders (stream)   KEYS[7] room (hash, read: its 'gen')
 -- ARGV[1] the sale's notification channel (sharded pub/sub, the sale's slot)
@@ -31,15 +38,59 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local remaining = tonumber(redis.call('GET', KEYS[2]) or '0')
 local had_stock = remaining > 0
 
+-- The batch's view of the idempotency and buyer hashes: what Redis holds (false: nothing), then
+-- what this batch wrote. `dirty` lists the fields to write at the end, each once, in first-write
+-- order.
+local function view(key, fields)
+  local values, seen = {}, {}
+  local list = {}
+  for _, f in ipairs(fields) do
+    if not seen[f] then
+      seen[f] = true
+      list[#list + 1] = f
+    end
+  end
+  if #list > 0 then
+    local got = redis.call('HMGET', key, unpack(list))
+    for i, f in ipairs(list) do values[f] = got[i] end
+  end
+  return { values = values, dirty = {}, marked = {} }
+end
+local function put(v, field, value)
+  v.values[field] = value
+  if not v.marked[field] then
+    v.marked[field] = true
+    v.dirty[#v.dirty + 1] = field
+  end
+end
+local function flush(key, v)
+  if #v.dirty == 0 then return end
+  local args = {}
+  for _, f in ipairs(v.dirty) do
+    args[#args + 1] = f
+    args[#args + 1] = v.values[f]
+  end
+  redis.call('HSET', key, unpack(args))
+end
+
+local idem_keys, users = {}, {}
+for i = 2, #ARGV, 4 do
+  if ARGV[i + 2] ~= '' then idem_keys[#idem_keys + 1] = ARGV[i + 2] end
+  users[#users + 1] = ARGV[i]
+end
+local idem = view(KEYS[4], idem_keys)
+-- Buyer records matter only for a sale that exists.
+local buyers = view(KEYS[3], meta[1] and users or {})
+local statuses = { values = {}, dirty = {}, marked = {} }
+local sold = 0
+
 local function one(user, order_id, idem_key, checked)
   local function answer(code, oid)
-    if idem_key ~= '' then
-      redis.call('HSET', KEYS[4], idem_key, code .. '|' .. oid .. '|' .. user)
-    end
+    if idem_key ~= '' then put(idem, idem_key, code .. '|' .. oid .. '|' .. user) end
     return code, oid, 0
   end
   if idem_key ~= '' then
-    local stored = redis.call('HGET', KEYS[4], idem_key)
+    local stored = idem.values[idem_key]
     if stored then
       local code, oid, owner = string.match(stored, '^([^|]*)|([^|]*)|(.*)$')
       if owner ~= user then return 'IDEMPOTENCY_KEY_REUSED', '', 1 end
@@ -53,19 +104,21 @@ local function one(user, order_id, idem_key, checked)
   local ends = tonumber(meta[3])
   if ends > 0 and now >= ends then return answer('SALE_ENDED', '') end
   local count, last = 0, ''
-  local bought = redis.call('HGET', KEYS[3], user)
+  local bought = buyers.values[user]
   if bought then
     local c, o = string.match(bought, '^(%d+)|(.*)$')
     count, last = tonumber(c), o
   end
   if count >= tonumber(meta[4]) then return answer('ALREADY_PURCHASED', last) end
   if remaining <= 0 then return answer('SOLD_OUT', '') end
-  remaining = redis.call('DECR', KEYS[2])
-  redis.call('HSET', KEYS[3], user, (count + 1) .. '|' .. order_id)
-  -- The reservation's time last: a replayed answer of a hold sale computes its pay_by from it.
-  redis.call('HSET', KEYS[5], order_id, 'reserved|' .. user .. '|' .. meta[1] .. '|' .. now)
+  -- The one command of its own; if it fails, nothing of this checkout has been kept.
   redis.call('XADD', KEYS[6], '*', 'order_id', order_id, 'user_id', user, 'round', meta[1],
     'unit', count + 1, 'price_cents', meta[5], 'reserved_at', now)
+  remaining = remaining - 1
+  sold = sold + 1
+  put(buyers, user, (count + 1) .. '|' .. order_id)
+  -- The reservation's time last: a replayed answer of a hold sale computes its pay_by from it.
+  put(statuses, order_id, 'reserved|' .. user .. '|' .. meta[1] .. '|' .. now)
   return answer('RESERVED', order_id)
 end
 
@@ -85,6 +138,12 @@ for i = 2, #ARGV, 4 do
     out[#out + 1] = 0
   end
 end
+-- The batch's effects, stock first: after any XADD the script may no longer fail part way for
+-- memory (Redis lets a script that has written go on writing), so these writes all land.
+if sold > 0 then remaining = redis.call('DECRBY', KEYS[2], sold) end
+flush(KEYS[3], buyers)
+flush(KEYS[5], statuses)
+flush(KEYS[4], idem)
 out[2] = remaining
 if had_stock and remaining <= 0 then redis.call('SPUBLISH', ARGV[1], 'sold-out ' .. epoch) end
 return out
