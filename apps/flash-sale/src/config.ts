@@ -74,6 +74,13 @@ export interface ServiceConfig {
    * endpoint; false gives them through the route (the tests' reference). @defaultValue true
    */
   refusalLane: boolean
+  /**
+   * `lua`/`naive`: group commit of a sale's reservations and recorded refusals. While the sale's
+   * last script call is out and younger than this (ms), the checkouts that arrive wait for its
+   * answer and go together in the next call (sale/turn-batcher.ts); a call out longer no longer
+   * holds the next one back. 0 sends one call per event-loop turn. @defaultValue 20
+   */
+  batchHoldMs: number
   /** `redlock`: how long a checkout waits for the product's lock before 429. @defaultValue 250 */
   lockWaitMs: number
   /** Worker: idle time after which another worker claims a pending order event. @defaultValue 15000 */
@@ -124,6 +131,7 @@ export const DEFAULT_CONFIG = Object.freeze({
   maxEventLoopDelayMs: 250,
   localAnswers: true,
   refusalLane: true,
+  batchHoldMs: 20,
   lockWaitMs: 250,
   claimIdleMs: 15_000,
   maxDeliveries: 5,
@@ -203,7 +211,7 @@ function readRedisTls(
  * Reads the environment. `overrides` (from CLI flags) win over the environment.
  * Variables: STRATEGY, DURABILITY, WAIT_TIMEOUT_MS, REDIS_CLUSTER_NODES | REDIS_URL, REDLOCK_NODES,
  * REDIS_USERNAME, REDIS_PASSWORD, REDIS_TLS, REDIS_TLS_CA_FILE, REDIS_TLS_CERT_FILE, REDIS_TLS_KEY_FILE, DATABASE_URL, QUEUE_URL, QUEUE_NAME, ADMIN_TOKEN, HOST, PORT, WORKER_PORT,
- * MAX_INFLIGHT, MAX_EVENT_LOOP_DELAY_MS, LOCAL_ANSWERS, REFUSAL_LANE, LOCK_WAIT_MS, CLAIM_IDLE_MS, MAX_DELIVERIES, DRAIN_TIMEOUT_MS,
+ * MAX_INFLIGHT, MAX_EVENT_LOOP_DELAY_MS, LOCAL_ANSWERS, REFUSAL_LANE, BATCH_HOLD_MS, LOCK_WAIT_MS, CLAIM_IDLE_MS, MAX_DELIVERIES, DRAIN_TIMEOUT_MS,
  * DRAIN_DELAY_MS, WAITING_ROOM_SECRET, DEFAULT_WALLET_BALANCE, HOLD_SWEEP_*.
  */
 export function loadConfig(env: Env = process.env, overrides: Env = {}): ServiceConfig {
@@ -339,6 +347,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Service
     maxEventLoopDelayMs: int('MAX_EVENT_LOOP_DELAY_MS', DEFAULT_CONFIG.maxEventLoopDelayMs, 10),
     localAnswers: oneOf('LOCAL_ANSWERS', ['true', 'false'] as const, 'true') === 'true',
     refusalLane: oneOf('REFUSAL_LANE', ['true', 'false'] as const, 'true') === 'true',
+    batchHoldMs: int('BATCH_HOLD_MS', DEFAULT_CONFIG.batchHoldMs, 0, 1_000),
     lockWaitMs: int('LOCK_WAIT_MS', DEFAULT_CONFIG.lockWaitMs, 0, 60_000),
     claimIdleMs: int('CLAIM_IDLE_MS', DEFAULT_CONFIG.claimIdleMs, 100),
     maxDeliveries: int('MAX_DELIVERIES', DEFAULT_CONFIG.maxDeliveries, 1, 1000),

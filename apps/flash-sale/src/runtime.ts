@@ -90,6 +90,7 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
     acks,
     watch,
     onBatch: (kind, size) => metrics.reserveBatchSize.observe({ kind }, size),
+    holdWhileInFlightMs: config.batchHoldMs,
   })
   // lua: a sold-out sale's refusals from memory (sale/sale-snapshots.ts), told of every change
   // on the sale's own sharded channel (sale/sale-events.ts).

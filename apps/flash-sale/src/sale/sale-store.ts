@@ -48,6 +48,14 @@ export { ReservationScriptError, UnexpectedScriptReplyError } from './sale-repli
  * ~10 µs), so a batch is cut into calls of at most this many.
  */
 const MAX_PER_CALL = 100
+/** A batch cut into script calls of at most MAX_PER_CALL checkouts. */
+function cut<T>(list: T[]): T[][] {
+  const calls: T[][] = []
+  for (let from = 0; from < list.length; from += MAX_PER_CALL)
+    calls.push(list.slice(from, from + MAX_PER_CALL))
+  return calls
+}
+
 /** reserve.lua's reply starts with epoch, remaining, room generation, server time, hold_seconds. */
 const HEADER = 5
 
@@ -66,6 +74,12 @@ export interface SaleStoreOptions {
   deadlineMs?: number
   /** Told the size of every batch sent (flash_sale_reserve_batch_size). */
   onBatch?: (kind: 'reserve' | 'refuse', size: number) => void
+  /**
+   * Group commit: while a sale's last reservation (or refusal) call is out and younger than
+   * this (ms), the checkouts that arrive wait for its answer and go together in the next call
+   * (sale/turn-batcher.ts). 0 sends one call per event-loop turn. @defaultValue 20
+   */
+  holdWhileInFlightMs?: number
 }
 
 /** The Redis side of a sale: preload and restock, the atomic reservations, refusals, statuses. */
@@ -74,12 +88,8 @@ export class SaleStore extends SaleReads {
   readonly #watch: Pick<SlotWatch, 'record'> | undefined
   readonly #deadlineMs: number
   readonly #onBatch: SaleStoreOptions['onBatch']
-  readonly #reserves = new TurnBatcher<ReserveInput, ReserveReply>((p, b) =>
-    this.#bounded(p, b, this.#reserve(p, b)),
-  )
-  readonly #refusals = new TurnBatcher<RefuseInput, RefuseReply>((p, b) =>
-    this.#bounded(p, b, this.#refuse(p, b)),
-  )
+  readonly #reserves: TurnBatcher<ReserveInput, ReserveReply>
+  readonly #refusals: TurnBatcher<RefuseInput, RefuseReply>
 
   constructor(client: RedisClient, options: SaleStoreOptions = {}) {
     super(client)
@@ -87,6 +97,15 @@ export class SaleStore extends SaleReads {
     this.#watch = options.watch
     this.#deadlineMs = options.deadlineMs ?? 2_000
     this.#onBatch = options.onBatch
+    const batching = { holdWhileInFlightMs: options.holdWhileInFlightMs }
+    this.#reserves = new TurnBatcher(
+      (p, b, release) => this.#bounded(p, b, this.#reserve(p, b, release)),
+      batching,
+    )
+    this.#refusals = new TurnBatcher(
+      (p, b, release) => this.#bounded(p, b, this.#refuse(p, b, release)),
+      batching,
+    )
   }
 
   /** Creates or resets a sale (a new round); returns the sale's new epoch. */
@@ -227,20 +246,53 @@ export class SaleStore extends SaleReads {
     }
   }
 
+  /**
+   * Sends a batch's script calls at once (pipelined, in order, on the sale's connection). Each
+   * call's checkouts are answered from its own reply; a call that failed rejects its own, and
+   * its error is thrown once the others are answered (the slot watch learns of the outage).
+   */
+  async #runCalls<I, R>(
+    chunks: Pending<I, R>[][],
+    run: (chunk: Pending<I, R>[]) => Promise<unknown>,
+    handle: (chunk: Pending<I, R>[], raw: unknown) => void,
+    release: () => void,
+  ): Promise<void> {
+    const replies = await Promise.allSettled(chunks.map(run))
+    // The scripts have answered: the sale's next batch may go while this one is confirmed.
+    release()
+    let failure: { err: unknown } | undefined
+    for (const [j, chunk] of chunks.entries()) {
+      const r = replies[j]!
+      try {
+        if (r.status === 'rejected') throw r.reason
+        handle(chunk, r.value)
+      } catch (err) {
+        for (const item of chunk) item.reject(err)
+        failure ??= { err }
+      }
+    }
+    if (failure) throw failure.err
+  }
+
   /** Resolves true once Redis answered (the batch's promises are settled). */
-  async #reserve(productId: string, batch: Pending<ReserveInput, ReserveReply>[]): Promise<boolean> {
+  async #reserve(
+    productId: string,
+    batch: Pending<ReserveInput, ReserveReply>[],
+    release: () => void,
+  ): Promise<boolean> {
     const k = saleKeys(productId)
     const keys = [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders, k.room]
     const reserved: [Pending<ReserveInput, ReserveReply>, ReserveReply][] = []
     // The node the scripts go to: only a round on that same node confirms them.
     const servedBy = this.#acks?.nodeOf(k.ackMark)
-    for (let from = 0; from < batch.length; from += MAX_PER_CALL) {
-      const chunk = batch.slice(from, from + MAX_PER_CALL)
+    const run = (chunk: Pending<ReserveInput, ReserveReply>[]) => {
       const args: string[] = [k.events]
       for (const { input } of chunk)
         args.push(input.userId, input.orderId, input.idempotencyKey ?? '', input.roomGen)
       this.#onBatch?.('reserve', chunk.length)
-      const raw = await RESERVE.run(this.client, keys, args)
+      return RESERVE.run(this.client, keys, args)
+    }
+    const handle = (chunk: Pending<ReserveInput, ReserveReply>[], raw: unknown) => {
       if (!Array.isArray(raw) || raw.length !== HEADER + chunk.length * 3)
         throw new UnexpectedScriptReplyError('reserve', raw)
       const epoch = Number(raw[0])
@@ -277,64 +329,75 @@ export class SaleStore extends SaleReads {
         else item.resolve(reply)
       }
     }
-    if (reserved.length > 0) {
-      const outcome = await this.#acks!.confirmOutcome(k.ackMark, servedBy)
-      const replicated = outcome === 'acked'
-      const durable = isDurable(outcome)
-      for (const [item, reply] of reserved) item.resolve({ ...reply, replicated, durable, servedBy })
+    try {
+      await this.#runCalls(cut(batch), run, handle, release)
+    } finally {
+      // What a call that answered reserved is confirmed even if another call failed.
+      if (reserved.length > 0) {
+        const outcome = await this.#acks!.confirmOutcome(k.ackMark, servedBy)
+        const replicated = outcome === 'acked'
+        const durable = isDurable(outcome)
+        for (const [item, reply] of reserved) item.resolve({ ...reply, replicated, durable, servedBy })
+      }
     }
     return true
   }
 
-  async #refuse(productId: string, batch: Pending<RefuseInput, RefuseReply>[]): Promise<boolean> {
+  async #refuse(
+    productId: string,
+    batch: Pending<RefuseInput, RefuseReply>[],
+    release: () => void,
+  ): Promise<boolean> {
     const k = saleKeys(productId)
-    // One call per epoch in the batch (nearly always one).
+    const servedBy = this.#acks?.nodeOf(k.ackMark)
+    const reserved: [Pending<RefuseInput, RefuseReply>, RefuseReply & { code: ReserveCode }][] = []
+    // A call carries one epoch (a batch nearly always has one): grouped, and cut into calls.
     const byEpoch = new Map<number, Pending<RefuseInput, RefuseReply>[]>()
     for (const item of batch) {
       const list = byEpoch.get(item.input.epoch) ?? []
       list.push(item)
       byEpoch.set(item.input.epoch, list)
     }
-    for (const [epoch, all] of byEpoch) {
-      const servedBy = this.#acks?.nodeOf(k.ackMark)
-      for (let from = 0; from < all.length; from += MAX_PER_CALL) {
-        const chunk = all.slice(from, from + MAX_PER_CALL)
-        const args: string[] = [String(epoch)]
-        for (const { input } of chunk)
-          args.push(input.userId, input.idempotencyKey, input.code, input.orderId)
-        this.#onBatch?.('refuse', chunk.length)
-        const raw = await REFUSE.run(this.client, [k.meta, k.stock, k.idem], args)
-        this.#watch?.record(productId, true)
-        if (Array.isArray(raw) && raw.length === 1 && raw[0] === 'STALE') {
-          for (const item of chunk) item.resolve({ code: 'STALE' })
+    const calls = [...byEpoch.values()].flatMap(cut)
+    const run = (chunk: Pending<RefuseInput, RefuseReply>[]) => {
+      const args: string[] = [String(chunk[0]!.input.epoch)]
+      for (const { input } of chunk) args.push(input.userId, input.idempotencyKey, input.code, input.orderId)
+      this.#onBatch?.('refuse', chunk.length)
+      return REFUSE.run(this.client, [k.meta, k.stock, k.idem], args)
+    }
+    const handle = (chunk: Pending<RefuseInput, RefuseReply>[], raw: unknown) => {
+      this.#watch?.record(productId, true)
+      if (Array.isArray(raw) && raw.length === 1 && raw[0] === 'STALE') {
+        for (const item of chunk) item.resolve({ code: 'STALE' })
+        return
+      }
+      if (!Array.isArray(raw) || raw.length !== chunk.length * 3)
+        throw new UnexpectedScriptReplyError('refuse', raw)
+      for (const [i, item] of chunk.entries()) {
+        const code = raw[i * 3]
+        if (!isReserveCode(code)) {
+          item.reject(new UnexpectedScriptReplyError('refuse', raw))
           continue
         }
-        if (!Array.isArray(raw) || raw.length !== chunk.length * 3)
-          throw new UnexpectedScriptReplyError('refuse', raw)
-        const reserved: [Pending<RefuseInput, RefuseReply>, RefuseReply & { code: ReserveCode }][] = []
-        for (const [i, item] of chunk.entries()) {
-          const code = raw[i * 3]
-          if (!isReserveCode(code)) {
-            item.reject(new UnexpectedScriptReplyError('refuse', raw))
-            continue
-          }
-          const reply = {
-            code,
-            orderId: String(raw[i * 3 + 1]),
-            replayed: Number(raw[i * 3 + 2]) === 1,
-            replicated: false,
-          }
-          // The key's recorded answer names an order: shown durable first, as in #reserve.
-          if ((code === 'RESERVED' || code === 'ALREADY_PURCHASED') && this.#acks)
-            reserved.push([item, reply])
-          else item.resolve(reply)
+        const reply = {
+          code,
+          orderId: String(raw[i * 3 + 1]),
+          replayed: Number(raw[i * 3 + 2]) === 1,
+          replicated: false,
         }
-        if (reserved.length > 0) {
-          const outcome = await this.#acks!.confirmOutcome(k.ackMark, servedBy)
-          const replicated = outcome === 'acked'
-          const durable = isDurable(outcome)
-          for (const [item, reply] of reserved) item.resolve({ ...reply, replicated, durable, servedBy })
-        }
+        // The key's recorded answer names an order: shown durable first, as in #reserve.
+        if ((code === 'RESERVED' || code === 'ALREADY_PURCHASED') && this.#acks) reserved.push([item, reply])
+        else item.resolve(reply)
+      }
+    }
+    try {
+      await this.#runCalls(calls, run, handle, release)
+    } finally {
+      if (reserved.length > 0) {
+        const outcome = await this.#acks!.confirmOutcome(k.ackMark, servedBy)
+        const replicated = outcome === 'acked'
+        const durable = isDurable(outcome)
+        for (const [item, reply] of reserved) item.resolve({ ...reply, replicated, durable, servedBy })
       }
     }
     return true

@@ -480,7 +480,13 @@ describe('a sold-out sale answered from memory', () => {
     ]
     type Settled = PromiseSettledResult<Awaited<ReturnType<typeof store.reserve>>>
     const run = (productId: string, [userId, key]: [string, string | undefined]) =>
-      store.reserve({ productId, userId, orderId: `o-${userId}-${key ?? 'none'}`, idempotencyKey: key, roomGen: '' })
+      store.reserve({
+        productId,
+        userId,
+        orderId: `o-${userId}-${key ?? 'none'}`,
+        idempotencyKey: key,
+        roomGen: '',
+      })
     // The two sales' names differ only in the product id inside keys and order ids.
     const norm = (x: string) => x.replace(/\d{4}-k/g, 'k').replace(/\|\d{13}$/, '|t')
     const shape = (r: Settled) =>
@@ -500,14 +506,14 @@ describe('a sold-out sale answered from memory', () => {
         events: events.map(([, f]) => norm(f.slice(0, 8).join(' '))),
       }
     }
-    for (const productId of ['8107', '8108']) {
+    for (const productId of ['8111', '8112']) {
       await fx.stack.putSale({ productId, stock: 4, perUserLimit: 2 })
       await admin.hset(saleKeys(productId).buyers, 'poison', 'not-a-count')
     }
-    // 8107: all in one turn, so one reserve.lua call; 8108: one call each, in the same order.
-    const together = await Promise.allSettled(steps('8107').map((s) => run('8107', s)))
+    // 8111: all in one turn, so one reserve.lua call; 8112: one call each, in the same order.
+    const together = await Promise.allSettled(steps('8111').map((s) => run('8111', s)))
     const alone: Settled[] = []
-    for (const s of steps('8108')) alone.push(...(await Promise.allSettled([run('8108', s)])))
+    for (const s of steps('8112')) alone.push(...(await Promise.allSettled([run('8112', s)])))
     expect(together.map(shape)).toEqual([
       { code: 'RESERVED', order: 'o-a-k1', replayed: false },
       { code: 'RESERVED', order: 'o-a-k1', replayed: true },
@@ -522,8 +528,8 @@ describe('a sold-out sale answered from memory', () => {
       { code: 'SOLD_OUT', order: '', replayed: false },
     ])
     expect(together.map(shape)).toEqual(alone.map(shape))
-    const left = await state('8107')
-    expect(left).toEqual(await state('8108'))
+    const left = await state('8111')
+    expect(left).toEqual(await state('8112'))
     expect(left.stock).toBe('0')
     expect(left.buyers).toEqual({ a: '2|o-a-k2', c: '1|o-c-none', d: '1|o-d-k4', poison: 'not-a-count' })
     expect(left.idem).toEqual({
