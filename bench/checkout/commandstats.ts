@@ -18,6 +18,8 @@ export type CommandCounts = Record<string, number>
 export interface CommandSnapshot {
   masters: CommandCounts
   replicas: CommandCounts
+  /** Every node answered. A snapshot with a node missing gives no delta: a zero would be a lie. */
+  complete: boolean
 }
 
 export interface CommandDelta {
@@ -74,23 +76,27 @@ export class CommandCounter {
 
   /** One snapshot of every node; a node's role is read with it (a failover would move it). */
   async snapshot(): Promise<CommandSnapshot> {
-    const snap: CommandSnapshot = { masters: {}, replicas: {} }
+    const snap: CommandSnapshot = { masters: {}, replicas: {}, complete: true }
     const infos = await Promise.all(
       this.#clients.map((c) =>
         (c.call('INFO', 'replication', 'commandstats') as Promise<string>).catch((err: Error) => {
           process.stderr.write(`INFO commandstats failed: ${err.message}\n`)
-          return ''
+          snap.complete = false
+          return undefined
         }),
       ),
     )
     for (const info of infos) {
+      if (info === undefined) continue
       const replica = /role:slave/.test(info)
       add(replica ? snap.replicas : snap.masters, parseCommandStats(info))
     }
     return snap
   }
 
-  static delta(start: CommandSnapshot, end: CommandSnapshot): CommandDelta {
+  /** What the service ran between two snapshots; undefined if either missed a node. */
+  static delta(start: CommandSnapshot, end: CommandSnapshot): CommandDelta | undefined {
+    if (!start.complete || !end.complete) return undefined
     const masters = minus(end.masters, start.masters)
     const replicas = minus(end.replicas, start.replicas)
     return { masters, replicas, mastersTotal: total(masters), replicasTotal: total(replicas) }
