@@ -35,6 +35,7 @@ export async function buildApp(deps: AppDeps, opts: { logger?: boolean } = {}): 
         strategy: deps.strategy,
         metrics: deps.metrics,
         bodyLimit: CHECKOUT_BODY_LIMIT,
+        maxRecording: deps.maxInflight,
       }).serverFactory,
     }),
   })

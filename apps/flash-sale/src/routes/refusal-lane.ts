@@ -2,8 +2,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { Readable } from 'node:stream'
 import { Ajv } from 'ajv'
 import type { FastifyServerOptions, preParsingHookHandler } from 'fastify'
+import type { Refusal } from '../domain/refusals.js'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
-import type { CheckoutStrategy } from '../strategies/strategy.js'
+import type { CheckoutRequest, CheckoutStrategy } from '../strategies/strategy.js'
 import { HTTP_STATUS, refusalBody } from './api-error.js'
 import { CHECKOUT } from './schemas.js'
 
@@ -19,6 +20,11 @@ export interface RefusalLaneOptions {
   metrics: Pick<ServiceMetrics, 'checkouts' | 'checkoutDuration' | 'refusalLane'>
   /** The checkout route's body limit: a longer body is the route's to refuse (413). */
   bodyLimit: number
+  /**
+   * Keyed refusals being recorded by the lane at once (MAX_INFLIGHT): beyond, a first use of a
+   * key goes to the route, whose load shedding applies. @defaultValue 1024
+   */
+  maxRecording?: number
 }
 
 /** The body as a stream that gives it in one chunk, then ends (cheaper than Readable.from). */
@@ -48,9 +54,16 @@ function replayed(body: Buffer): Readable {
  *   settings) accepts and the strategy knows the refusal without any I/O
  *   (`answerFromMemory`: a sold-out sale's keyless checkout, or a repeat of a key whose refusal
  *   this instance saw recorded). The answer is the route's, byte for byte: status, headers, body.
- * - Anything else (a key not seen yet, a selling sale, a body the route would refuse): the body
- *   the lane read is handed to fastify's parser whole (`replay`, the route's preParsing hook),
- *   and the route answers as if the lane were not there.
+ * - A checkout with a key this instance has not seen, while a sale is sold out in memory: the lane
+ *   reads and checks the body the same way and has the strategy record the refusal under the key
+ *   before answering it (`recordRefusal`: refuse.lua, batched per sale like the route's), then
+ *   answers it, byte for byte the route's, including the 503 the route gives when Redis does not
+ *   answer in time. What is not such a refusal (a key whose earlier answer was a reservation, a
+ *   stale snapshot) goes to the route, whose own call replays what was recorded. At most
+ *   `maxRecording` at once: beyond, the route and its load shedding take them.
+ * - Anything else (a selling sale, a body the route would refuse): the body the lane read is
+ *   handed to fastify's parser whole (`replay`, the route's preParsing hook), and the route
+ *   answers as if the lane were not there.
  *
  * Counted as the route counts (flash_sale_checkout_requests_total, the duration histogram, the
  * local answers), and in flash_sale_refusal_lane_answers_total. Not shed by the route's load
@@ -63,6 +76,8 @@ export class RefusalLane {
   readonly #bodyLimit: number
   readonly #validBody: (body: unknown) => boolean
   readonly #validKey: (key: string) => boolean
+  readonly #maxRecording: number
+  #recording = 0
 
   constructor(options: RefusalLaneOptions) {
     if (options.strategy.answerFromMemory === undefined)
@@ -72,6 +87,7 @@ export class RefusalLane {
     this.#strategy = options.strategy
     this.#metrics = options.metrics
     this.#bodyLimit = options.bodyLimit
+    this.#maxRecording = options.maxRecording ?? 1_024
     // fastify's defaults (@fastify/ajv-compiler) with the app's customOptions (app.ts: no coercion).
     const ajv = new Ajv({
       coerceTypes: false,
@@ -116,9 +132,16 @@ export class RefusalLane {
     const key = h['idempotency-key']
     // (node:http joins a repeated custom header into one string: an array is not expected.)
     if (typeof key === 'object') return false
-    // A key this instance has not seen recorded (a first click) goes to the route unread: it must
-    // be recorded before it is answered.
-    if (this.#strategy.answering?.(key) !== true) return false
+    // A key this instance has not seen recorded (a first click) is recorded before it is answered,
+    // while some sale is sold out in memory; otherwise the checkout goes to the route unread.
+    const fromMemory = this.#strategy.answering?.(key) === true
+    const record =
+      !fromMemory &&
+      key !== undefined &&
+      this.#recording < this.#maxRecording &&
+      this.#strategy.recording?.() === true &&
+      this.#strategy.recordRefusal !== undefined
+    if (!fromMemory && !record) return false
     const type = h['content-type']
     if (type !== 'application/json' && type?.toLowerCase() !== JSON_TYPE) return false
     const length = Number(h['content-length'])
@@ -131,34 +154,49 @@ export class RefusalLane {
     req.on('error', () => {})
     req.on('end', () => {
       const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
-      // (node:http ends a body at its Content-Length: no length check is left to do.)
-      if (!this.#answer(res, body, key)) {
+      const toRoute = () => {
         req[READ_BODY] = body
         handler(req, res)
       }
+      // (node:http ends a body at its Content-Length: no length check is left to do.)
+      const started = performance.now()
+      const request = this.#parse(body, key)
+      if (request === undefined) return toRoute()
+      // From memory if it can be (a key answered meanwhile by another request with it, too).
+      const known = this.#strategy.answerFromMemory!(request)
+      if (known !== undefined) return this.#send(res, known, started)
+      if (!record) return toRoute()
+      this.#recording++
+      this.#strategy.recordRefusal!(request)
+        .then(
+          (refusal) => (refusal === undefined ? toRoute() : this.#send(res, refusal, started)),
+          // A bug's error: the route answers, and its error handler logs it.
+          () => toRoute(),
+        )
+        .finally(() => {
+          this.#recording--
+        })
     })
     return true
   }
 
-  #answer(res: ServerResponse, body: Buffer, key: string | undefined): boolean {
-    const started = performance.now()
+  /** The checkout the body asks for, if the route's parser and schema would accept it as sent. */
+  #parse(body: Buffer, key: string | undefined): CheckoutRequest | undefined {
     const text = body.toString('utf8')
     // fastify's parser refuses prototype keys (secure-json-parse): the route answers those.
-    if (text.includes('__proto__') || text.includes('constructor')) return false
+    if (text.includes('__proto__') || text.includes('constructor')) return undefined
     let parsed: { product_id: number | string; user_id: number | string }
     try {
       parsed = JSON.parse(text)
     } catch {
-      return false
+      return undefined
     }
-    if (!this.#validBody(parsed)) return false
-    const productId = String(parsed.product_id)
-    const refusal = this.#strategy.answerFromMemory!({
-      productId,
-      userId: String(parsed.user_id),
-      idempotencyKey: key,
-    })
-    if (refusal === undefined) return false
+    if (!this.#validBody(parsed)) return undefined
+    return { productId: String(parsed.product_id), userId: String(parsed.user_id), idempotencyKey: key }
+  }
+
+  /** The route's answer to a refusal, byte for byte: status, headers, body; counted as it counts. */
+  #send(res: ServerResponse, refusal: Refusal, started: number): void {
     const status = HTTP_STATUS[refusal.code]
     const payload = JSON.stringify(refusalBody(refusal))
     const seconds = (performance.now() - started) / 1_000
@@ -173,6 +211,5 @@ export class RefusalLane {
     this.#metrics.checkouts.inc({ strategy, outcome: refusal.code.toLowerCase(), status: String(status) })
     this.#metrics.checkoutDuration.observe({ strategy }, seconds)
     this.#metrics.refusalLane.inc()
-    return true
   }
 }

@@ -138,8 +138,10 @@ export class SaleSnapshots {
    * The answer reserve.lua would give this checkout, from memory, or undefined: go to Redis (not
    * sold out at this epoch, not loaded yet, over the bound, a sale with a waiting room (its gate
    * answers first), or near the sale's start or end). Its order follows reserve.lua's checks.
+   * Counted as a local answer unless `count` is false (the caller counts it with counted() once
+   * it is the answer given).
    */
-  answer(productId: string, userId: string, now = Date.now()): LocalAnswer | undefined {
+  answer(productId: string, userId: string, now = Date.now(), count = true): LocalAnswer | undefined {
     const k = this.#sales.get(productId)
     const s = k?.state
     if (!k?.soldOut || s === undefined || s.buyers === undefined || s.roomGen !== '') return undefined
@@ -147,12 +149,17 @@ export class SaleSnapshots {
     if (now < s.startsAtMs + margin) return undefined
     if (s.endsAtMs > 0 && now >= s.endsAtMs - margin) {
       if (now < s.endsAtMs + margin) return undefined
-      return this.#give({ code: 'SALE_ENDED', orderId: '', epoch: k.epoch })
+      return this.#give({ code: 'SALE_ENDED', orderId: '', epoch: k.epoch }, count)
     }
     const bought = s.buyers.get(userId)
     if (bought && bought.count >= s.perUserLimit)
-      return this.#give({ code: 'ALREADY_PURCHASED', orderId: bought.lastOrderId, epoch: k.epoch })
-    return this.#give({ code: 'SOLD_OUT', orderId: '', epoch: k.epoch })
+      return this.#give({ code: 'ALREADY_PURCHASED', orderId: bought.lastOrderId, epoch: k.epoch }, count)
+    return this.#give({ code: 'SOLD_OUT', orderId: '', epoch: k.epoch }, count)
+  }
+
+  /** Counts a local answer that answer() gave uncounted. */
+  counted(answer: LocalAnswer): void {
+    this.#o.onLocalAnswer?.(answer.code)
   }
 
   /**
@@ -180,6 +187,12 @@ export class SaleSnapshots {
   answering(key: string | undefined): boolean {
     for (const k of this.#sales.values())
       if (k.soldOut && k.state !== undefined && (key === undefined || k.keys?.has(key) === true)) return true
+    return false
+  }
+
+  /** Is some sale sold out with its snapshot loaded (a keyed checkout's refusal could be recorded)? */
+  anySoldOut(): boolean {
+    for (const k of this.#sales.values()) if (k.soldOut && k.state !== undefined) return true
     return false
   }
 
@@ -222,8 +235,8 @@ export class SaleSnapshots {
     }
   }
 
-  #give(a: LocalAnswer): LocalAnswer {
-    this.#o.onLocalAnswer?.(a.code)
+  #give(a: LocalAnswer, count = true): LocalAnswer {
+    if (count) this.#o.onLocalAnswer?.(a.code)
     return a
   }
 

@@ -275,6 +275,46 @@ export class LuaStrategy implements CheckoutStrategy {
     return this.options.snapshots?.answering(idempotencyKey) === true
   }
 
+  recording(): boolean {
+    return this.options.snapshots?.anySoldOut() === true
+  }
+
+  async recordRefusal(req: CheckoutRequest): Promise<Refusal | undefined> {
+    const snapshots = this.options.snapshots
+    if (req.idempotencyKey === undefined || snapshots === undefined) return undefined
+    // Counted only if answered here: what goes on to checkout() is counted there, once.
+    const local = snapshots.answer(req.productId, req.userId, Date.now(), false)
+    if (local === undefined) return undefined
+    let refusal: Refusal | undefined
+    try {
+      const recorded = await this.store.refuse({
+        productId: req.productId,
+        epoch: local.epoch,
+        userId: req.userId,
+        idempotencyKey: req.idempotencyKey,
+        code: local.code,
+        orderId: local.orderId,
+      })
+      if (recorded.code === 'STALE') {
+        snapshots.invalidate(req.productId)
+        return undefined
+      }
+      if (recorded.code === 'RESERVED') return undefined
+      if (recorded.code === 'ALREADY_PURCHASED' && recorded.durable === false) return undefined
+      this.#rememberKey(req, local.epoch, recorded.code, recorded.orderId)
+      refusal = saleRefusal(recorded.code, req.productId, recorded.orderId)
+    } catch (err) {
+      // As checkout() answers them: within the store's deadline, not after a second attempt.
+      if (err instanceof TimeoutError)
+        refusal = unavailable('the sale store (Redis) did not answer in time', 1, err)
+      else if (isRedisOutage(err))
+        refusal = unavailable('the sale store (Redis) is unreachable or failing over', 1, err)
+      else throw err
+    }
+    snapshots.counted(local)
+    return refusal
+  }
+
   roomGen(productId: string): string | undefined {
     const snapshots = this.options.snapshots
     return snapshots ? snapshots.roomGen(productId) : this.#roomGens.get(productId)
