@@ -274,6 +274,22 @@ export class SaleStore extends SaleReads {
     if (failure) throw failure.err
   }
 
+  /**
+   * Answers that name an order (a reservation, a purchase), once one confirmation round on the
+   * node that served them has shown how durable they are (replica-acks.ts).
+   */
+  async #confirm<I, R extends { replicated: boolean }>(
+    ackMark: string,
+    servedBy: string | undefined,
+    answers: [Pending<I, R>, R][],
+  ): Promise<void> {
+    if (answers.length === 0) return
+    const outcome = await this.#acks!.confirmOutcome(ackMark, servedBy)
+    const replicated = outcome === 'acked'
+    const durable = isDurable(outcome)
+    for (const [item, reply] of answers) item.resolve({ ...reply, replicated, durable, servedBy })
+  }
+
   /** Resolves true once Redis answered (the batch's promises are settled). */
   async #reserve(
     productId: string,
@@ -333,12 +349,7 @@ export class SaleStore extends SaleReads {
       await this.#runCalls(cut(batch), run, handle, release)
     } finally {
       // What a call that answered reserved is confirmed even if another call failed.
-      if (reserved.length > 0) {
-        const outcome = await this.#acks!.confirmOutcome(k.ackMark, servedBy)
-        const replicated = outcome === 'acked'
-        const durable = isDurable(outcome)
-        for (const [item, reply] of reserved) item.resolve({ ...reply, replicated, durable, servedBy })
-      }
+      await this.#confirm(k.ackMark, servedBy, reserved)
     }
     return true
   }
@@ -393,12 +404,7 @@ export class SaleStore extends SaleReads {
     try {
       await this.#runCalls(calls, run, handle, release)
     } finally {
-      if (reserved.length > 0) {
-        const outcome = await this.#acks!.confirmOutcome(k.ackMark, servedBy)
-        const replicated = outcome === 'acked'
-        const durable = isDurable(outcome)
-        for (const [item, reply] of reserved) item.resolve({ ...reply, replicated, durable, servedBy })
-      }
+      await this.#confirm(k.ackMark, servedBy, reserved)
     }
     return true
   }

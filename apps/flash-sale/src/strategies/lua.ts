@@ -3,8 +3,8 @@ import { newOrderId } from '../domain/ids.js'
 import { type Refusal, saleRefusal, unavailable } from '../domain/refusals.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
 import { TimeoutError, withTimeout } from '../runtime-timeout.js'
-import type { SaleSnapshots } from '../sale/sale-snapshots.js'
-import type { ReserveReply, SaleStore } from '../sale/sale-store.js'
+import type { LocalAnswer, SaleSnapshots } from '../sale/sale-snapshots.js'
+import type { RefuseReply, ReserveReply, SaleStore } from '../sale/sale-store.js'
 import type { StockView } from '../sale/stock-view.js'
 import type { CheckoutOutcome, CheckoutRequest, CheckoutResult, CheckoutStrategy } from './strategy.js'
 import { refused } from './strategy.js'
@@ -127,18 +127,8 @@ export class LuaStrategy implements CheckoutStrategy {
     if (req.idempotencyKey === undefined || snapshots === undefined) return undefined
     const local = snapshots.answer(req.productId, req.userId)
     if (local === undefined) return undefined
-    const recorded = await this.store.refuse({
-      productId: req.productId,
-      epoch: local.epoch,
-      userId: req.userId,
-      idempotencyKey: req.idempotencyKey,
-      code: local.code,
-      orderId: local.orderId,
-    })
-    if (recorded.code === 'STALE') {
-      snapshots?.invalidate(req.productId)
-      return undefined
-    }
+    const recorded = await this.#record(req, local)
+    if (recorded === undefined) return undefined
     if (recorded.code === 'RESERVED') {
       // The key's earlier answer was a reservation: its replay, confirmed like reserve.lua's.
       return this.#withPayBy(
@@ -156,6 +146,27 @@ export class LuaStrategy implements CheckoutStrategy {
       return this.#unconfirmedPurchase(req, recorded.orderId, recorded.servedBy, deadline)
     this.#rememberKey(req, local.epoch, recorded.code, recorded.orderId)
     return refused(saleRefusal(recorded.code, req.productId, recorded.orderId))
+  }
+
+  /**
+   * The snapshot's answer recorded under the checkout's key (refuse.lua), or what the key already
+   * had; undefined if the snapshot was stale (it is dropped: the checkout goes to reserve.lua).
+   */
+  async #record(
+    req: CheckoutRequest,
+    local: LocalAnswer,
+  ): Promise<Exclude<RefuseReply, { code: 'STALE' }> | undefined> {
+    const recorded = await this.store.refuse({
+      productId: req.productId,
+      epoch: local.epoch,
+      userId: req.userId,
+      idempotencyKey: req.idempotencyKey!,
+      code: local.code,
+      orderId: local.orderId,
+    })
+    if (recorded.code !== 'STALE') return recorded
+    this.options.snapshots?.invalidate(req.productId)
+    return undefined
   }
 
   /**
@@ -287,19 +298,8 @@ export class LuaStrategy implements CheckoutStrategy {
     if (local === undefined) return undefined
     let refusal: Refusal | undefined
     try {
-      const recorded = await this.store.refuse({
-        productId: req.productId,
-        epoch: local.epoch,
-        userId: req.userId,
-        idempotencyKey: req.idempotencyKey,
-        code: local.code,
-        orderId: local.orderId,
-      })
-      if (recorded.code === 'STALE') {
-        snapshots.invalidate(req.productId)
-        return undefined
-      }
-      if (recorded.code === 'RESERVED') return undefined
+      const recorded = await this.#record(req, local)
+      if (recorded === undefined || recorded.code === 'RESERVED') return undefined
       if (recorded.code === 'ALREADY_PURCHASED' && recorded.durable === false) return undefined
       this.#rememberKey(req, local.epoch, recorded.code, recorded.orderId)
       refusal = saleRefusal(recorded.code, req.productId, recorded.orderId)
