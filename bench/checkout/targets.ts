@@ -48,11 +48,13 @@ function stackOptions(
   settings: BenchSettings,
   databaseUrl: string,
   profileDir: string | undefined,
+  routeEnv: Record<string, string> | undefined,
 ): StackOptions {
   const redlock = target === 'redlock'
   const env: Record<string, string> = {}
   if (target === 'soldout-nolocal') env.LOCAL_ANSWERS = 'false'
-  if (target === 'soldout-route') env.REFUSAL_LANE = 'false'
+  // soldout-route: the lane off, or the service's settings a comparison asks for (wrk --route-env).
+  if (target === 'soldout-route') Object.assign(env, routeEnv ?? { REFUSAL_LANE: 'false' })
   // Every process of the service (primary and instances) profiles each measured window
   // (SIGUSR2 at its start and end, see MeasureWindow); the worker loads the preload too, idle.
   if (profileDir && PROFILED.includes(target)) {
@@ -100,6 +102,7 @@ export async function startTarget(
   settings: BenchSettings,
   dbs: BenchDatabases,
   profileDir: string | undefined,
+  routeEnv?: Record<string, string>,
 ): Promise<Running> {
   if (target === 'bare') {
     const port = await findFreePort()
@@ -119,7 +122,7 @@ export async function startTarget(
       child,
     }
   }
-  const options = stackOptions(target, settings, await dbs.create(target), profileDir)
+  const options = stackOptions(target, settings, await dbs.create(target), profileDir, routeEnv)
   const child = await startChild<StackReady>(target, 'stack-host.ts', [JSON.stringify(options)], 180_000)
   const workerMetricsUrl = options.worker === false ? undefined : child.ready.workerMetricsUrl
   return {

@@ -14,6 +14,8 @@
  *     [--profile DIR]   CPU profiles of the service's processes per measured window (see run.ts)
  *     [--route]         a third target in the same rounds: the service with REFUSAL_LANE=false, its
  *                       answers from memory through the fastify route (what the refusal lane buys)
+ *     [--route-env K=V,…]  the third target with these settings instead (implies --route), e.g.
+ *                       BATCH_HOLD_MS=0: what the group commit buys, paired
  *
  * Per shape: requests/s of each (median over rounds) and the paired ratio, p50/p99 from wrk's
  * --latency, Redis commands and script calls per request on the masters (INFO commandstats), and
@@ -131,6 +133,17 @@ async function sellOut(stack: Running, settings: BenchSettings): Promise<void> {
 
 const SCRIPT_COMMANDS = ['evalsha', 'eval', 'evalsha_ro', 'eval_ro', 'fcall', 'fcall_ro']
 
+/** `BATCH_HOLD_MS=0,REFUSAL_LANE=true` → { BATCH_HOLD_MS: '0', REFUSAL_LANE: 'true' }. */
+function parseEnv(text: string): Record<string, string> {
+  const env: Record<string, string> = {}
+  for (const pair of text.split(',')) {
+    const m = /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(pair.trim())
+    if (!m) throw new WrkBenchError(`--route-env: expected NAME=value[,NAME=value…], got '${pair}'`)
+    env[m[1]!] = m[2]!
+  }
+  return env
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -143,6 +156,7 @@ async function main(): Promise<void> {
       postgres: { type: 'string', default: DEFAULT_POSTGRES_URL },
       profile: { type: 'string' },
       route: { type: 'boolean', default: false },
+      'route-env': { type: 'string' },
     },
   })
   const n = (flag: string, v: string) => {
@@ -166,6 +180,8 @@ async function main(): Promise<void> {
       'wrk is not installed: apt-get install wrk (or node scripts/ensure-tools.mjs wrk as root)',
     )
 
+  const routeEnv = values['route-env'] === undefined ? undefined : parseEnv(values['route-env'])
+
   const settings: BenchSettings = { ...FULL_SETTINGS }
   const log = (line: string) => process.stderr.write(`${line}\n`)
   const dbs = await connectDatabases(values.postgres)
@@ -173,7 +189,8 @@ async function main(): Promise<void> {
   const stacks: Running[] = []
   const runs: WrkRun[] = []
   try {
-    const targets: Target[] = values.route ? ['bare', 'soldout', 'soldout-route'] : ['bare', 'soldout']
+    const targets: Target[] =
+      values.route || routeEnv ? ['bare', 'soldout', 'soldout-route'] : ['bare', 'soldout']
     for (const t of targets) {
       log(`starting ${t}…`)
       stacks.push(
@@ -182,6 +199,7 @@ async function main(): Promise<void> {
           settings,
           dbs,
           values.profile === undefined ? undefined : resolve(values.profile),
+          routeEnv,
         ),
       )
     }
@@ -246,14 +264,24 @@ async function main(): Promise<void> {
         routeRps: spread(route.map((r) => r.sample.requestsPerSecond)),
         routeRatio: ratioOf(route),
         routeP99Ms: spread(route.map((r) => r.sample.p99Ms)),
+        ...(route.some((r) => r.commands) && {
+          routeScriptCallsPerRequest: spread(
+            route.filter((r) => r.commands).map((r) => scripts(r) / r.sample.requests),
+          ),
+        }),
       }),
       serviceCores: spread(s.map((r) => r.cpu.service ?? 0)),
       bareServiceCores: spread(b.map((r) => r.cpu.service ?? 0)),
     }
   })
-  const file = writeResults(env, false, { env, load, warmupS, rounds, runs, summary }, 'checkout-wrk')
+  const file = writeResults(
+    env,
+    false,
+    { env, load, warmupS, rounds, routeEnv, runs, summary },
+    'checkout-wrk',
+  )
   // The same table bench/RESULTS.md's checkout-wrk section is generated with.
-  process.stdout.write(`${renderWrk([{ file: basename(file), env, load, rounds, summary }])}\n`)
+  process.stdout.write(`${renderWrk([{ file: basename(file), env, load, rounds, routeEnv, summary }])}\n`)
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -67,6 +67,8 @@ interface WrkRun {
   env: { date: string; commit: string }
   load: { threads: number; connections: number; seconds: number }
   rounds: number
+  /** --route-env: the third target's settings (instead of REFUSAL_LANE=false). */
+  routeEnv?: Record<string, string>
   summary: {
     shape: string
     bareRps: Spread
@@ -78,8 +80,9 @@ interface WrkRun {
     masterCommandsPerRequest: Spread
     scriptCallsPerRequest: Spread
     allRefused: boolean
-    /** --route: the service with REFUSAL_LANE=false, in the same rounds. */
+    /** --route: the service with REFUSAL_LANE=false (or routeEnv), in the same rounds. */
     routeRatio?: Spread
+    routeScriptCallsPerRequest?: Spread
   }[]
 }
 
@@ -299,12 +302,19 @@ export function renderWrk(runs: readonly WrkRun[]): string {
       `| ${x.shape} | ${formatRatio(x.ratio.median, 0.9, 'higher')} ${x.ratio.median >= 0.9 ? 'met' : 'MISSED'} | ${formatRatio(x.p99Ratio.median, 1.5, 'lower')} | ${range(x.soldoutRps, 0)} | ${f(x.scriptCallsPerRequest.median, 4)} | ${f(x.masterCommandsPerRequest.median, 3)} | ${x.allRefused ? 'yes' : 'NO'} |`,
     )
   const routed = latest.summary.filter((x) => x.routeRatio !== undefined)
+  const calls = (x: (typeof routed)[number]) =>
+    x.routeScriptCallsPerRequest && x.routeScriptCallsPerRequest.median >= 0
+      ? ` (${f(x.routeScriptCallsPerRequest.median, 4)} script calls per request)`
+      : ''
+  const settings = latest.routeEnv
+    ? `With ${Object.entries(latest.routeEnv)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(', ')} (a third target in the same rounds)`
+    : 'Without the refusal lane (REFUSAL_LANE=false, the same answers through the fastify route)'
   if (routed.length > 0)
     out.push(
       '',
-      `Without the refusal lane (REFUSAL_LANE=false, the same answers through the fastify route), same rounds: ${routed
-        .map((x) => `${x.shape} ${f(x.routeRatio!.median, 2)}× bare`)
-        .join(', ')}.`,
+      `${settings}, same rounds: ${routed.map((x) => `${x.shape} ${f(x.routeRatio!.median, 2)}× bare${calls(x)}`).join(', ')}.`,
     )
   return out.join('\n')
 }
