@@ -134,13 +134,14 @@ export class RefusalLane {
     if (typeof key === 'object') return false
     // A key this instance has not seen recorded (a first click) is recorded before it is answered,
     // while some sale is sold out in memory; otherwise the checkout goes to the route unread.
+    // (answering(undefined): a keyless checkout could be answered, i.e. some sale is sold out.)
     const fromMemory = this.#strategy.answering?.(key) === true
     const record =
       !fromMemory &&
       key !== undefined &&
       this.#recording < this.#maxRecording &&
-      this.#strategy.recording?.() === true &&
-      this.#strategy.recordRefusal !== undefined
+      this.#strategy.recordRefusal !== undefined &&
+      this.#strategy.answering?.(undefined) === true
     if (!fromMemory && !record) return false
     const type = h['content-type']
     if (type !== 'application/json' && type?.toLowerCase() !== JSON_TYPE) return false

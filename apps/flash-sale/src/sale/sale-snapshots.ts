@@ -190,12 +190,6 @@ export class SaleSnapshots {
     return false
   }
 
-  /** Is some sale sold out with its snapshot loaded (a keyed checkout's refusal could be recorded)? */
-  anySoldOut(): boolean {
-    for (const k of this.#sales.values()) if (k.soldOut && k.state !== undefined) return true
-    return false
-  }
-
   /** A key's refusal as a script recorded (or replayed) it at `epoch`, kept while that epoch lasts. */
   rememberKey(productId: string, epoch: number, key: string, answer: KeyAnswer): void {
     const k = this.#sales.get(productId)

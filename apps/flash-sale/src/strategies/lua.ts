@@ -14,6 +14,13 @@ const UNCONFIRMED_PURCHASE_WAIT_MS = 800
 /** SQL checks of a product Redis does not know, in flight at once per instance. */
 const MAX_SALE_CHECKS = 4
 
+/** A Redis timeout or outage as the checkout's 503 (retry in 1 s); anything else is a bug: thrown. */
+function outageRefusal(err: unknown): Refusal {
+  if (err instanceof TimeoutError) return unavailable('the sale store (Redis) did not answer in time', 1, err)
+  if (isRedisOutage(err)) return unavailable('the sale store (Redis) is unreachable or failing over', 1, err)
+  throw err
+}
+
 /**
  * The default: reserve.lua on the sale's slot does the whole reservation, for every checkout of
  * one event-loop turn in one call; the order goes to SQL through the sale's stream. With
@@ -89,11 +96,7 @@ export class LuaStrategy implements CheckoutStrategy {
         return await this.#withPayBy(req.productId, outcome, deadline)
       return outcome
     } catch (err) {
-      if (err instanceof TimeoutError)
-        return refused(unavailable('the sale store (Redis) did not answer in time', 1, err))
-      if (isRedisOutage(err))
-        return refused(unavailable('the sale store (Redis) is unreachable or failing over', 1, err))
-      throw err
+      return refused(outageRefusal(err))
     }
   }
 
@@ -286,10 +289,6 @@ export class LuaStrategy implements CheckoutStrategy {
     return this.options.snapshots?.answering(idempotencyKey) === true
   }
 
-  recording(): boolean {
-    return this.options.snapshots?.anySoldOut() === true
-  }
-
   async recordRefusal(req: CheckoutRequest): Promise<Refusal | undefined> {
     const snapshots = this.options.snapshots
     if (req.idempotencyKey === undefined || snapshots === undefined) return undefined
@@ -305,11 +304,7 @@ export class LuaStrategy implements CheckoutStrategy {
       refusal = saleRefusal(recorded.code, req.productId, recorded.orderId)
     } catch (err) {
       // As checkout() answers them: within the store's deadline, not after a second attempt.
-      if (err instanceof TimeoutError)
-        refusal = unavailable('the sale store (Redis) did not answer in time', 1, err)
-      else if (isRedisOutage(err))
-        refusal = unavailable('the sale store (Redis) is unreachable or failing over', 1, err)
-      else throw err
+      refusal = outageRefusal(err)
     }
     snapshots.counted(local)
     return refusal

@@ -52,13 +52,9 @@ export interface CheckoutStrategy {
    */
   answering?(idempotencyKey: string | undefined): boolean
   /**
-   * Is some sale sold out in memory, so that a checkout with a key not seen yet may be refused
-   * through recordRefusal()? Without it (or false) the lane leaves such checkouts to the route.
-   */
-  recording?(): boolean
-  /**
    * A sold-out sale's refusal of a checkout whose Idempotency-Key this instance has not seen
-   * recorded, recorded under the key first (refuse.lua), exactly the answer checkout() gives:
+   * recorded, recorded under the key first (refuse.lua), exactly the answer checkout() gives
+   * (asked by the lane only while `answering(undefined)`, i.e. some sale is sold out in memory):
    * the snapshot's refusal, the key's earlier refusal, IDEMPOTENCY_KEY_REUSED, or UNAVAILABLE when
    * Redis did not answer in time. Undefined when the answer is not such a refusal (the sale is not
    * sold out in memory, the snapshot is stale, the key's earlier answer was a reservation or a

@@ -83,7 +83,8 @@ end
 local idem = view(KEYS[4], idem_keys)
 -- Buyer records matter only for a sale that exists.
 local buyers = view(KEYS[3], meta[1] and users or {})
-local statuses = { values = {}, dirty = {}, marked = {} }
+-- Statuses are only written (each order is new): a view with nothing to read.
+local statuses = view(KEYS[5], {})
 local sold = 0
 
 local function one(user, order_id, idem_key, checked)
