@@ -22,6 +22,8 @@ export interface PartitionFault {
   /** When the replica was seen promoted (a, c, e), undefined when none was (b, d). */
   promotedAt: number | undefined
   healedAt: number
+  /** When the master and its replica were in sync again (a replica's full sync after a restart). */
+  resyncedAt: number
   /** When the Cluster was whole again (every master with a replica in sync). */
   recoveredAt: number
 }
@@ -76,7 +78,7 @@ export function partitionDriver(
       intervalMs: 50,
     })
   /** Whole again: the old master a replica of the promoted one (or of itself again), in sync, the Cluster ok. */
-  const recovered = async (master: RedisNode, replica: RedisNode) => {
+  const recovered = async (master: RedisNode, replica: RedisNode, resynced: (at: number) => void) => {
     await until(
       async () => {
         const [m, r] = await Promise.all([replication(master), replication(replica)])
@@ -89,6 +91,7 @@ export function partitionDriver(
       'the master and its replica in sync again',
       { timeoutMs: 60_000 + options.nodeTimeoutMs * 4, intervalMs: 100 },
     )
+    resynced(Date.now())
     // And the Cluster's view says so: a node restarted after a kill stays flagged `fail` in the
     // others' tables until gossip clears it (seconds at a 15 s node timeout), and the next fault
     // reads the pair from that view.
@@ -152,7 +155,10 @@ export function partitionDriver(
         await master.restart()
       }
       const healedAt = Date.now()
-      await recovered(master, replica)
+      let resyncedAt = healedAt
+      await recovered(master, replica, (at) => {
+        resyncedAt = at
+      })
       return {
         kind,
         productId,
@@ -160,6 +166,7 @@ export function partitionDriver(
         startedAt,
         promotedAt,
         healedAt,
+        resyncedAt,
         recoveredAt: Date.now(),
       }
     },
