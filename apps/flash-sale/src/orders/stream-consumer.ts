@@ -105,6 +105,16 @@ export class StreamConsumer {
   #inOutage = false
   readonly #failures = new Map<string, number>()
   readonly #lastClaim = new Map<string, number>()
+  /**
+   * Per sale, the next batch, read and confirmed while the sink persisted a full one (read-ahead):
+   * the Redis round trips of a batch (read, replica confirmation) overlap the SQL transaction of
+   * the one before instead of following it. Its entries are pending in this consumer's name like
+   * any batch read: a consumer killed meanwhile leaves them to XAUTOCLAIM, as it leaves the batch in
+   * the sink.
+   */
+  readonly #ahead = new Map<string, Promise<Entry[] | undefined>>()
+  /** Sales whose last batch did not end with every event acknowledged (or threw). */
+  readonly #unsettled = new Set<string>()
   /** Events handed on (settled or relayed) since start. */
   handled = 0
 
@@ -125,7 +135,7 @@ export class StreamConsumer {
     this.#running ??= this.#loop(saleIds)
   }
 
-  /** Stops reading; the batch in hand is finished and acknowledged first. */
+  /** Stops reading; the batch in hand (and one read ahead) is finished and acknowledged first. */
   async stop(): Promise<void> {
     this.#stopping = true
     this.#wake.abort()
@@ -168,6 +178,24 @@ export class StreamConsumer {
         backoffMs = Math.min(backoffMs * 2, 2_000)
       }
     }
+    await this.#finishAhead()
+  }
+
+  /**
+   * At stop, a batch read ahead is in hand too: persisted and acknowledged before the consumer
+   * goes, so that a rolling restart does not leave it pending until another consumer's claim
+   * (claimIdleMs later). If that fails, it stays pending and is claimed as after a crash.
+   */
+  async #finishAhead(): Promise<void> {
+    for (const [productId, ahead] of this.#ahead) {
+      this.#ahead.delete(productId)
+      try {
+        const entries = await ahead
+        if (entries !== undefined && entries.length > 0) await this.#process(productId, entries, false, false)
+      } catch (err) {
+        this.#report(err)
+      }
+    }
   }
 
   /** Redis and sink outages are waited out, and said once; anything else is reported. */
@@ -182,14 +210,32 @@ export class StreamConsumer {
     await sleep(ms, undefined, { signal: this.#wake.signal }).catch(() => {})
   }
 
-  /** One round on one sale: own pending events first, then claims, then new events. */
+  /**
+   * One round on one sale: the batch read ahead if the last one settled cleanly; otherwise own
+   * pending events first (they include any batch read ahead), then claims, then new events.
+   */
   async #poll(productId: string): Promise<number> {
     const k = saleKeys(productId)
+    const ahead = this.#ahead.get(productId)
+    if (ahead !== undefined) {
+      this.#ahead.delete(productId)
+      // A read ahead that failed leaves its entries (if any were delivered) pending: the round
+      // below reads them as its own. One that was held back (undefined) is read again there too.
+      const entries = await ahead.catch(() => undefined)
+      if (!this.#unsettled.has(productId) && entries !== undefined) {
+        // Nothing new when it read: this round is over (the next is a full one, with claims).
+        return entries.length > 0 ? this.#process(productId, entries, false, true) : 0
+      }
+      // The last batch left events pending (a failed event, the sink's outage): they come first,
+      // with the batch read ahead, in one read of this consumer's own pending events, so a flow of
+      // new events cannot keep a failed one from its retries.
+    }
     // Our own pending events: a retry after an outage or a failed settle.
     const own = await this.#read(productId, '0')
     // Held back (not shown durable): nothing more is read for this sale until it is.
     if (own === undefined) return 0
-    if (own.length > 0) return this.#process(productId, own, false)
+    // Own pending events are not read ahead of: they are read again until none is left.
+    if (own.length > 0) return this.#process(productId, own, false, false)
     const now = Date.now()
     if (now - (this.#lastClaim.get(productId) ?? 0) >= this.#o.claimIdleMs / 2) {
       this.#lastClaim.set(productId, now)
@@ -206,10 +252,10 @@ export class StreamConsumer {
       const claimed = (reply[1] ?? []).filter((e): e is Entry => Array.isArray(e))
       // A dead consumer's events are no more durable than they were when it read them.
       if (claimed.length > 0 && !(await this.#durable(productId, servedBy))) return 0
-      if (claimed.length > 0) return this.#process(productId, claimed, true)
+      if (claimed.length > 0) return this.#process(productId, claimed, true, false)
     }
     const fresh = await this.#read(productId, '>')
-    return fresh !== undefined && fresh.length > 0 ? this.#process(productId, fresh, false) : 0
+    return fresh !== undefined && fresh.length > 0 ? this.#process(productId, fresh, false, true) : 0
   }
 
   /** The live entries read, or undefined when they could not be shown durable (held back). */
@@ -279,7 +325,8 @@ export class StreamConsumer {
     return counts
   }
 
-  async #process(productId: string, entries: Entry[], claimed: boolean): Promise<number> {
+  /** `readAhead`: the batch came from new events ('>'), so the next may be read while it is persisted. */
+  async #process(productId: string, entries: Entry[], claimed: boolean, readAhead: boolean): Promise<number> {
     const k = saleKeys(productId)
     const deliveries = claimed
       ? await this.#deliveries(
@@ -305,9 +352,18 @@ export class StreamConsumer {
       batch.push({ id, fields, event })
     }
     if (batch.length === 0) return entries.length
+    // A full batch: more are likely waiting. The next one is read (and confirmed) while this one
+    // is in the sink; #poll takes it if this one settles cleanly.
+    if (readAhead && !this.#stopping && entries.length >= this.#o.batchSize && !this.#ahead.has(productId)) {
+      const ahead = this.#read(productId, '>')
+      ahead.catch(() => {}) // awaited by the next #poll (or #finishAhead); never unhandled meanwhile
+      this.#ahead.set(productId, ahead)
+    }
+    this.#unsettled.add(productId)
     const sinkStarted = performance.now()
     const results = await this.#o.sink.handle(batch)
     this.#timed('sink', sinkStarted)
+    let clean = true
     const relayed: string[] = []
     const settled: string[] = []
     for (const [i, entry] of batch.entries()) {
@@ -320,6 +376,7 @@ export class StreamConsumer {
         settled.push(entry.id, entry.event.orderId, result.status)
         continue
       }
+      clean = false
       const n = (this.#failures.get(entry.id) ?? 0) + 1
       this.#failures.set(entry.id, n)
       this.#o.onError?.(result.error)
@@ -336,6 +393,7 @@ export class StreamConsumer {
     this.#timed('settle', settleStarted)
     for (let i = 0; i < settled.length; i += 3) this.#failures.delete(settled[i]!)
     for (const id of relayed) this.#failures.delete(id)
+    if (clean) this.#unsettled.delete(productId)
     this.handled += settled.length / 3 + relayed.length
     return entries.length
   }
