@@ -305,13 +305,14 @@ async function main(): Promise<void> {
 /**
  * Where a batch's time goes: ms per batch in each phase (medians over rounds) and each phase's
  * share of the batches' time. `sink` holds `sql` and `returns` (SQL's transaction, then the units
- * given back to Redis); the shares are of read + confirm + sink + settle, which run one after
- * another in the worker's loop.
+ * given back to Redis); the shares are of read + confirm + sink + settle. The worker reads (and
+ * confirms) the next batch and acknowledges the last one while a batch is in the sink, so those
+ * phases overlap: batch time ÷ drain time above 1 is how much (1 = one after another).
  */
 function phaseTable(kinds: readonly SqlKind[], runs: readonly WorkerRun[]): string[] {
   const top: Phase[] = ['read', 'confirm', 'sink', 'settle']
   const lines = [
-    "Where a batch's time goes (flash_sale_worker_batch_seconds, the worker's own timing): ms per batch, medians over rounds; share of the batch's time in parentheses.",
+    "Where a batch's time goes (flash_sale_worker_batch_seconds, the worker's own timing): ms per batch, medians over rounds; share of the batch's time in parentheses. Read, confirm and settle overlap the sink (read ahead): batch time ÷ drain time above 1 says by how much.",
     '',
     `| SQL | batches | orders per batch | ${PHASES.join(' | ')} | batch ms | batch time ÷ drain time |`,
     `|---|---:|---:|${PHASES.map(() => '---:').join('|')}|---:|---:|`,

@@ -115,6 +115,12 @@ export class StreamConsumer {
   readonly #ahead = new Map<string, Promise<Entry[] | undefined>>()
   /** Sales whose last batch did not end with every event acknowledged (or threw). */
   readonly #unsettled = new Set<string>()
+  /**
+   * Per sale, the acknowledgement (settle.lua) of the batch the sink last persisted, still out: it
+   * runs while the next batch is in the sink. One at a time per sale; awaited before the sale's
+   * own pending events are read (they would include what it is about to acknowledge) and at stop.
+   */
+  readonly #settling = new Map<string, Promise<void>>()
   /** Events handed on (settled or relayed) since start. */
   handled = 0
 
@@ -178,7 +184,13 @@ export class StreamConsumer {
         backoffMs = Math.min(backoffMs * 2, 2_000)
       }
     }
+    await this.#allSettled()
     await this.#finishAhead()
+    await this.#allSettled()
+  }
+
+  async #allSettled(): Promise<void> {
+    await Promise.all(this.#settling.values())
   }
 
   /**
@@ -230,6 +242,8 @@ export class StreamConsumer {
       // with the batch read ahead, in one read of this consumer's own pending events, so a flow of
       // new events cannot keep a failed one from its retries.
     }
+    // Own pending events include those of an acknowledgement still out: let it land first.
+    await this.#settling.get(productId)
     // Our own pending events: a retry after an outage or a failed settle.
     const own = await this.#read(productId, '0')
     // Held back (not shown durable): nothing more is read for this sale until it is.
@@ -386,15 +400,30 @@ export class StreamConsumer {
         this.#failures.delete(entry.id)
       }
     }
-    // One call for the batch: XACK and the orders' statuses (settle.lua), or XACK alone.
-    const settleStarted = performance.now()
-    if (settled.length > 0) await SETTLE.run(this.#o.redis, [k.orders, k.status], [this.#o.group, ...settled])
-    if (relayed.length > 0) await this.#o.redis.xack(k.orders, this.#o.group, ...relayed)
-    this.#timed('settle', settleStarted)
-    for (let i = 0; i < settled.length; i += 3) this.#failures.delete(settled[i]!)
-    for (const id of relayed) this.#failures.delete(id)
+    // The next batch (read ahead) may go to the sink now; this one's acknowledgement runs beside
+    // it. A failure to acknowledge leaves the events pending, persisted: the sale's next round
+    // reads them as its own and the sink finds them done (duplicates).
     if (clean) this.#unsettled.delete(productId)
-    this.handled += settled.length / 3 + relayed.length
+    const previous = this.#settling.get(productId)
+    const settling = (async () => {
+      await previous
+      // One call for the batch: XACK and the orders' statuses (settle.lua), or XACK alone.
+      const settleStarted = performance.now()
+      if (settled.length > 0)
+        await SETTLE.run(this.#o.redis, [k.orders, k.status], [this.#o.group, ...settled])
+      if (relayed.length > 0) await this.#o.redis.xack(k.orders, this.#o.group, ...relayed)
+      this.#timed('settle', settleStarted)
+      for (let i = 0; i < settled.length; i += 3) this.#failures.delete(settled[i]!)
+      for (const id of relayed) this.#failures.delete(id)
+      this.handled += settled.length / 3 + relayed.length
+    })().catch((err: unknown) => {
+      this.#unsettled.add(productId)
+      this.#report(err)
+    })
+    this.#settling.set(productId, settling)
+    void settling.finally(() => {
+      if (this.#settling.get(productId) === settling) this.#settling.delete(productId)
+    })
     return entries.length
   }
 

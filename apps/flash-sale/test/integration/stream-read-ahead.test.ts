@@ -175,6 +175,50 @@ describe('StreamConsumer reads ahead', () => {
     expect(await pending(productId)).toBe(0)
   })
 
+  it('an acknowledgement that fails (it runs beside the next batch) leaves its batch pending: read again, acknowledged', async () => {
+    const productId = 'ra-4'
+    const k = saleKeys(productId)
+    const ids = await stream(productId, BATCH * 3)
+    const errors: string[] = []
+    const sink = recordingSink(async (i) => {
+      // settle.lua's HMGET of the statuses fails on a key of the wrong type (WRONGTYPE).
+      if (i === 0) await redis.set(k.status, 'not a hash')
+      if (i === 1) {
+        await eventually(
+          async () => errors.length,
+          (n) => n > 0,
+          { timeoutMs: 10_000, intervalMs: 20, what: "the first batch's acknowledgement to fail" },
+        )
+        await redis.del(k.status)
+      }
+    })
+    const consumer = new StreamConsumer({
+      redis,
+      sink,
+      batchSize: BATCH,
+      consumer: 'c4',
+      onError: (e) => errors.push((e as Error).message),
+    })
+    consumer.start(async () => [productId])
+    try {
+      await eventually(
+        async () => ({ handled: consumer.handled, pending: await pending(productId) }),
+        // The failed acknowledgement counted nothing: the redelivered batch is counted once.
+        (s) =>
+          s.handled === ids.length && s.pending === 0 && sink.batches.flat().length === ids.length + BATCH,
+        { timeoutMs: 20_000, what: 'every event acknowledged, the first batch twice' },
+      )
+    } finally {
+      await consumer.stop()
+    }
+    expect(errors.join(' ')).toContain('WRONGTYPE')
+    const handedOn = sink.batches.flat()
+    // The first batch went to the sink again (the sink finds it done: an idempotent duplicate).
+    expect(handedOn.filter((id) => ids.slice(0, BATCH).includes(id))).toHaveLength(BATCH * 2)
+    expect(new Set(handedOn)).toEqual(new Set(ids))
+    expect(handedOn).toHaveLength(ids.length + BATCH)
+  })
+
   it('stop() persists and acknowledges the batch read ahead before it resolves', async () => {
     const productId = 'ra-3'
     const ids = await stream(productId, BATCH * 4)
