@@ -113,8 +113,14 @@ export class StreamConsumer {
    * the sink.
    */
   readonly #ahead = new Map<string, Promise<Entry[] | undefined>>()
-  /** Sales whose last batch did not end with every event acknowledged (or threw). */
+  /** Sales whose last batch did not end with every event handed on (an event failed, or the sink threw). */
   readonly #unsettled = new Set<string>()
+  /**
+   * Sales with an acknowledgement that failed since their own pending events were last read: its
+   * events are pending, persisted, until that read finds them. Kept apart from #unsettled, which
+   * the next clean batch clears while this must hold until that read.
+   */
+  readonly #unacked = new Set<string>()
   /**
    * Per sale, the acknowledgement (settle.lua) of the batch the sink last persisted, still out: it
    * runs while the next batch is in the sink. One at a time per sale; awaited before the sale's
@@ -234,7 +240,7 @@ export class StreamConsumer {
       // A read ahead that failed leaves its entries (if any were delivered) pending: the round
       // below reads them as its own. One that was held back (undefined) is read again there too.
       const entries = await ahead.catch(() => undefined)
-      if (!this.#unsettled.has(productId) && entries !== undefined) {
+      if (!this.#unsettled.has(productId) && !this.#unacked.has(productId) && entries !== undefined) {
         // Nothing new when it read: this round is over (the next is a full one, with claims).
         return entries.length > 0 ? this.#process(productId, entries, false, true) : 0
       }
@@ -244,6 +250,7 @@ export class StreamConsumer {
     }
     // Own pending events include those of an acknowledgement still out: let it land first.
     await this.#settling.get(productId)
+    this.#unacked.delete(productId)
     // Our own pending events: a retry after an outage or a failed settle.
     const own = await this.#read(productId, '0')
     // Held back (not shown durable): nothing more is read for this sale until it is.
@@ -417,7 +424,7 @@ export class StreamConsumer {
       for (const id of relayed) this.#failures.delete(id)
       this.handled += settled.length / 3 + relayed.length
     })().catch((err: unknown) => {
-      this.#unsettled.add(productId)
+      this.#unacked.add(productId)
       this.#report(err)
     })
     this.#settling.set(productId, settling)
