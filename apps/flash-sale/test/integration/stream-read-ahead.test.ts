@@ -5,34 +5,26 @@
  * handed on once, in stream order; an event that failed is retried in the very next batch even
  * while new events keep coming; stop() persists and acknowledges the batch read ahead.
  */
-import { type NodeSet, startNodes } from '@kunci/topology'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { OrderSink, SinkEntry, SinkResult } from '../../src/orders/stream-consumer.js'
 import { StreamConsumer } from '../../src/orders/stream-consumer.js'
-import { connectSaleRedis, type RedisClient, whenReady } from '../../src/redis/connect.js'
+import type { RedisClient } from '../../src/redis/connect.js'
 import { saleKeys, WORKER_GROUP } from '../../src/redis/keys.js'
 import { eventually } from '../support/eventually.js'
+import { type OneNode, startOneNode } from '../support/one-node.js'
 
 const BATCH = 100
 
-let nodes: NodeSet
+let one: OneNode
 let redis: RedisClient
 
 beforeAll(async () => {
-  nodes = await startNodes({ count: 1, proxy: false })
-  const node = nodes.nodes[0]!
-  redis = connectSaleRedis({
-    redis: { url: `redis://${node.host}:${node.port}` },
-    redisUsername: undefined,
-    redisPassword: undefined,
-    redisTls: undefined,
-  })
-  await whenReady(redis)
+  one = await startOneNode()
+  redis = one.redis
 }, 60_000)
 
 afterAll(async () => {
-  redis?.disconnect()
-  await nodes?.stop()
+  await one?.stop()
 })
 
 /** A sale's stream with `n` order events; their ids in stream order. */

@@ -3,7 +3,6 @@
 // (played by a sink without returns: the commit happens, the return does not) leaves the order
 // failed with its return pending; the redelivered event returns the unit; later deliveries and
 // resumePending() return nothing more.
-import { type NodeSet, startNodes } from '@kunci/topology'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { connectDb, type Db } from '../../src/db/database.js'
 import { migrate } from '../../src/db/migrate.js'
@@ -12,26 +11,20 @@ import { OrderStore } from '../../src/orders/order-store.js'
 import { SqlSink } from '../../src/orders/sql-sink.js'
 import type { SinkEntry } from '../../src/orders/stream-consumer.js'
 import { UnitReturns } from '../../src/orders/unit-returns.js'
-import { connectSaleRedis, type RedisClient, whenReady } from '../../src/redis/connect.js'
+import type { RedisClient } from '../../src/redis/connect.js'
 import { saleKeys } from '../../src/redis/keys.js'
 import { SaleStore } from '../../src/sale/sale-store.js'
+import { type OneNode, startOneNode } from '../support/one-node.js'
 import { createTestDatabase } from '../support/pg.js'
 
-let nodes: NodeSet
+let one: OneNode
 let redis: RedisClient
 let db: Db
 let drop: () => Promise<void>
 
 beforeAll(async () => {
-  nodes = await startNodes({ count: 1, proxy: false })
-  const node = nodes.nodes[0]!
-  redis = connectSaleRedis({
-    redis: { url: `redis://${node.host}:${node.port}` },
-    redisUsername: undefined,
-    redisPassword: undefined,
-    redisTls: undefined,
-  })
-  await whenReady(redis)
+  one = await startOneNode()
+  redis = one.redis
   const t = await createTestDatabase('fs_returns')
   drop = t.drop
   db = connectDb(t.url, 4)
@@ -39,10 +32,9 @@ beforeAll(async () => {
 }, 60_000)
 
 afterAll(async () => {
-  redis?.disconnect()
   await db?.end()
   await drop?.()
-  await nodes?.stop()
+  await one?.stop()
 })
 
 it('a redelivered event returns its unit once; a worker killed between the commit and the return loses nothing', async () => {
