@@ -30,6 +30,37 @@ function manager(f: Fixture, o: Partial<RedlockOptions> = {}): Redlock {
 }
 
 /**
+ * One whole acquire + release on `m` (a fresh key each time), within a generous deadline: the
+ * lock works (again). On a loaded machine (CI, other files starting servers beside it) a single
+ * call with these tests' 150 ms node time-out once met the time-out on 3 nodes in its release
+ * with no fault in play; what these tests time is the fault, not such a call. Returns the fence.
+ */
+let cycles = 0
+async function completeCycle(m: Redlock, what: string): Promise<number> {
+  let fence = 0
+  await until(
+    async () => {
+      try {
+        const l = await m.acquire(`cycle-${cycles++}`, {
+          ttlMs: 1000,
+          retryCount: 40,
+          retryDelayMs: 50,
+          acquireTimeoutMs: 5000,
+        })
+        await l.release()
+        fence = l.fence
+        return true
+      } catch {
+        return false
+      }
+    },
+    what,
+    { timeoutMs: 30_000, intervalMs: 100 },
+  )
+  return fence
+}
+
+/**
  * A holds r on nodes 0,1,2 only (3 and 4 are cut off while A acquires); then node 2 restarts
  * empty, and B tries at once, while A still holds. Without quarantine, B wins nodes 2,3,4: two
  * holders. B's connections are up and checked before A acquires, so that between A's grant and
@@ -173,9 +204,7 @@ describe('outage of a majority', () => {
     expect(took).toBeLessThan(bound + 250) // scheduling slack on a loaded 2-core machine
     // Contention is a different error: a held lock is not an outage.
     await Promise.all(down.map((n) => n.restart({ empty: true })))
-    const l = await m.acquire('o', { ttlMs: 1000, retryCount: 40, retryDelayMs: 50, acquireTimeoutMs: 5000 })
-    expect(l.fence).toBeGreaterThan(0)
-    await l.release()
+    expect(await completeCycle(m, 'a lock acquired and released once the nodes are back')).toBeGreaterThan(0)
   })
 })
 
@@ -183,7 +212,8 @@ describe('a majority of nodes paused (SIGSTOP)', () => {
   it('answers E_LOCK_UNAVAILABLE within the stated bound instead of hanging, and recovers on resume', async () => {
     const f = await fixture()
     const m = manager(f, { quarantine: false })
-    await m.acquire('warm', { ttlMs: 1000 }).then((l) => l.release())
+    // Scripts loaded and nodes checked before the timed attempt.
+    await completeCycle(m, 'a first acquire and release')
     const paused = f.set.nodes.slice(2)
     for (const n of paused) n.pause()
     try {
@@ -196,8 +226,8 @@ describe('a majority of nodes paused (SIGSTOP)', () => {
     } finally {
       for (const n of paused) n.resume()
     }
-    const l = await m.acquire('p', { ttlMs: 1000, retryCount: 20, retryDelayMs: 50 })
-    expect(l.fence).toBeGreaterThan(0)
-    await l.release()
+    // Recovered: the resumed nodes answer their backlog first, which on a loaded machine can
+    // outlast one 150 ms time-out; then a lock is acquired and released again.
+    expect(await completeCycle(m, 'a lock acquired and released again after the resume')).toBeGreaterThan(0)
   })
 })
