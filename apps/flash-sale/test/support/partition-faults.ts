@@ -78,7 +78,8 @@ export function partitionDriver(
       intervalMs: 50,
     })
   /** Whole again: the old master a replica of the promoted one (or of itself again), in sync, the Cluster ok. */
-  const recovered = async (master: RedisNode, replica: RedisNode, resynced: (at: number) => void) => {
+  /** Resolves once the Cluster is whole again, with when the pair was first seen in sync. */
+  const recovered = async (master: RedisNode, replica: RedisNode): Promise<number> => {
     await until(
       async () => {
         const [m, r] = await Promise.all([replication(master), replication(replica)])
@@ -91,7 +92,7 @@ export function partitionDriver(
       'the master and its replica in sync again',
       { timeoutMs: 60_000 + options.nodeTimeoutMs * 4, intervalMs: 100 },
     )
-    resynced(Date.now())
+    const resyncedAt = Date.now()
     // And the Cluster's view says so: a node restarted after a kill stays flagged `fail` in the
     // others' tables until gossip clears it (seconds at a 15 s node timeout), and the next fault
     // reads the pair from that view.
@@ -121,6 +122,7 @@ export function partitionDriver(
       { timeoutMs: 60_000 + options.nodeTimeoutMs * 4, intervalMs: 200 },
     )
     await stack.cluster.waitForOk(60_000)
+    return resyncedAt
   }
 
   return {
@@ -155,10 +157,7 @@ export function partitionDriver(
         await master.restart()
       }
       const healedAt = Date.now()
-      let resyncedAt = healedAt
-      await recovered(master, replica, (at) => {
-        resyncedAt = at
-      })
+      const resyncedAt = await recovered(master, replica)
       return {
         kind,
         productId,
