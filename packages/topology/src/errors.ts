@@ -10,6 +10,7 @@ export type TopologyErrorCode =
   | 'E_NOT_ROOT'
   | 'E_IPTABLES_COMMAND'
   | 'E_WALL_CLOCK_UNAVAILABLE'
+  | 'E_DELAY_LINK_UNAVAILABLE'
 
 export abstract class TopologyError extends Error {
   abstract readonly code: TopologyErrorCode
@@ -117,4 +118,9 @@ export class IptablesCommandError extends TopologyError {
 /** The steppable wall clock (wall-clock.ts) cannot be built here: no gcc, or not Linux. */
 export class WallClockUnavailableError extends TopologyError {
   readonly code = 'E_WALL_CLOCK_UNAVAILABLE'
+}
+
+/** The delay links (delay-link.ts) cannot run here: no gcc, not Linux, or the forwarder failed. */
+export class DelayLinkUnavailableError extends TopologyError {
+  readonly code = 'E_DELAY_LINK_UNAVAILABLE'
 }

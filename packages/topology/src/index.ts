@@ -29,9 +29,12 @@ export {
 export { lineReader } from './child-lines.js'
 export type { MigrateSlotOptions, RedisCluster, StartClusterOptions } from './cluster.js'
 export { DEFAULT_CLUSTER_OPTIONS, startCluster } from './cluster.js'
+export type { DelayLinks, DelayLinkTarget } from './delay-link.js'
+export { startDelayLinks } from './delay-link.js'
 export type { TopologyErrorCode } from './errors.js'
 export {
   ClusterCommandError,
+  DelayLinkUnavailableError,
   InvalidOptionError,
   IptablesCommandError,
   IptablesMissingError,

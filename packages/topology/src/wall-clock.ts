@@ -7,46 +7,22 @@
  * jemalloc, and the two deadlock at start-up (see the C file). The offset lives in one file per
  * node outside its data dir, so it survives an empty restart, like a host's clock.
  */
-import { execFileSync } from 'node:child_process'
-import { createHash } from 'node:crypto'
-import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { existsSync, renameSync, writeFileSync } from 'node:fs'
 import { WallClockUnavailableError } from './errors.js'
-
-const SOURCE = new URL('../native/wall-clock.c', import.meta.url)
-
-let built: string | undefined
+import { buildNative } from './native-build.js'
 
 /** Path of the preload library, built on first use (gcc; scripts/ensure-tools.mjs installs it). */
 export function wallClockLibrary(): string {
-  if (built) return built
   if (process.platform !== 'linux') {
     throw new WallClockUnavailableError(
       `a steppable wall clock needs Linux (LD_PRELOAD), not ${process.platform}`,
     )
   }
-  const source = readFileSync(SOURCE, 'utf8')
-  const hash = createHash('sha256').update(source).digest('hex').slice(0, 12)
-  const lib = join(tmpdir(), `kunci-topology-wall-clock-${hash}.so`)
-  if (!existsSync(lib)) {
-    // Built beside its final name and renamed, so parallel test files never load half a file.
-    const partial = `${lib}.${process.pid}.tmp`
-    try {
-      execFileSync('gcc', ['-O2', '-shared', '-fPIC', '-o', partial, '-x', 'c', '-'], {
-        input: source,
-        stdio: ['pipe', 'ignore', 'pipe'],
-      })
-    } catch (err) {
-      throw new WallClockUnavailableError(
-        'cannot build the wall-clock shim with gcc (run `node scripts/ensure-tools.mjs gcc`)',
-        { cause: err },
-      )
-    }
-    renameSync(partial, lib)
-  }
-  built = lib
-  return lib
+  return buildNative(
+    'wall-clock',
+    'shared',
+    (message, options) => new WallClockUnavailableError(message, options),
+  )
 }
 
 /** The environment that gives redis-server the wall clock whose offset is in `offsetFile`. */
