@@ -5,16 +5,17 @@
  *   npm run bench:locks [-- <flags as below>]   (ensure-redis, build, then this script)
  *   npx tsx bench/locks/run.ts [--quick] [--rounds N] [--libs a,b,...]   (after npm run build)
  *     [--phases a-c1,a-c64,b-contended,b-isolated,c-single-c64] [--retry-delay MS] [--retry-jitter MS]
- *     [--link-ms X]  each node behind a delay proxy adding ~X ms to every round trip, in a process of
- *                    its own (proxy-host.ts); prints the measured round trip and each round's C=1
- *                    ratio to the best peer
+ *     [--link-ms X | A-B]  each node behind a delay link (topology's startDelayLinks, a forwarder in
+ *                    C that keeps time to the microsecond) adding X ms to every round trip, or with
+ *                    A-B delays spread evenly from A to B over the nodes (0.5-1: 0.5, 0.625, … 1);
+ *                    prints each link's measured round trip and each round's C=1 ratio to the best
+ *                    peer
  *
  * See bench/RESULTS.md for what each phase measures and how to read the numbers.
  */
 import { parseArgs } from 'node:util'
-import { type NodeSet, startNodes } from '@kunci/topology'
+import { type DelayLinks, type NodeSet, startDelayLinks, startNodes } from '@kunci/topology'
 import { Redis } from 'ioredis'
-import { type BenchChild, startChild } from '../checkout/children.js'
 import { TopLevelCommandCounter } from './command-stats.js'
 import { type DriverConfig, type DriverFactory, LIBRARIES, type Library, type LockDriver } from './driver.js'
 import { describeEnvironment, writeResults } from './environment.js'
@@ -49,8 +50,8 @@ interface Cli {
   quick: boolean
   libraries: Library[]
   phases: Phase[]
-  /** --link-ms: the delay each link's proxy adds to a round trip, undefined for plain loopback. */
-  linkMs: number | undefined
+  /** --link-ms: what each node's link adds to a round trip (ms), undefined for plain loopback. */
+  linkMs: LinkSpec | undefined
 }
 
 function list<T extends string>(
@@ -67,10 +68,29 @@ function list<T extends string>(
   return picked
 }
 
+/** A delay for every link, or a range spread evenly over the nodes. */
+type LinkSpec = { from: number; to: number }
+
 function positive(flag: string, value: string): number {
   const n = Number(value)
   if (!(n > 0 && n <= 1_000)) throw new Error(`${flag} must be a number of ms in (0, 1000], got ${value}`)
   return n
+}
+
+function linkSpec(value: string): LinkSpec {
+  const [a, b, ...rest] = value.split('-')
+  if (rest.length > 0 || a === undefined) throw new Error(`--link-ms takes X or A-B (ms), got ${value}`)
+  const from = positive('--link-ms', a)
+  const to = b === undefined ? from : positive('--link-ms', b)
+  if (to < from) throw new Error(`--link-ms A-B needs A ≤ B, got ${value}`)
+  return { from, to }
+}
+
+/** Node i of n gets from + (to − from) × i / (n − 1): 0.5-1 over 5 nodes is 0.5, 0.625, … 1. */
+function linkDelays(spec: LinkSpec, n: number): number[] {
+  return Array.from({ length: n }, (_, i) =>
+    n === 1 ? spec.from : spec.from + ((spec.to - spec.from) * i) / (n - 1),
+  )
 }
 
 function integer(flag: string, value: string | undefined, fallback: number, min: number): number {
@@ -103,7 +123,7 @@ function parseCli(): Cli {
     quick: values.quick === true,
     libraries: list('--libs', values.libs, LIBRARIES),
     phases: list('--phases', values.phases, PHASES, values.quick ? QUICK_PHASES : PHASES),
-    linkMs: values['link-ms'] === undefined ? undefined : positive('--link-ms', values['link-ms']),
+    linkMs: values['link-ms'] === undefined ? undefined : linkSpec(values['link-ms']),
   }
 }
 
@@ -138,11 +158,11 @@ async function main(): Promise<void> {
   let nodeSet: NodeSet | undefined
   const admins: Redis[] = []
   const drivers = new Map<Library, Drivers>()
-  let proxies: BenchChild<{ ready: true; ports: number[] }> | undefined
+  let links: DelayLinks | undefined
   const stop = async () => {
     await Promise.allSettled([...drivers.values()].flatMap((d) => [d.redlock.close(), d.single.close()]))
     for (const a of admins) a.disconnect()
-    await proxies?.stop()
+    await links?.stop()
     await nodeSet?.stop()
   }
   process.once('SIGINT', () => void stop().finally(() => process.exit(130)))
@@ -150,21 +170,23 @@ async function main(): Promise<void> {
     // No topology proxies in-process: they would add a hop of latency that is not part of any
     // library (--link-ms adds one on purpose, in a process of its own).
     nodeSet = await startNodes({ count: settings.nodeCount, proxy: false })
-    // The libraries dial the nodes, or with --link-ms the delay proxies in front of them.
+    // The libraries dial the nodes, or with --link-ms the delay links in front of them.
     let nodes = nodeSet.nodes.map((n) => ({ host: n.host, port: n.port }))
-    let link: { addedMs: number; rttMs: Spread } | undefined
+    let link: { addedMs: number[]; rttMs: Spread[] } | undefined
     if (linkMs !== undefined) {
-      proxies = await startChild<{ ready: true; ports: number[] }>(
-        'proxies',
-        '../locks/proxy-host.ts',
-        [JSON.stringify({ targets: nodes, latencyMs: linkMs })],
-        60_000,
-      )
-      const direct = nodes
-      nodes = proxies.ready.ports.map((port) => ({ host: '127.0.0.1', port }))
-      link = { addedMs: linkMs, rttMs: await roundTrip(nodes[0]!) }
+      const delays = linkDelays(linkMs, nodes.length)
+      links = await startDelayLinks(nodes.map((n, i) => ({ ...n, delayMs: delays[i]! })))
+      nodes = links.ports.map((port) => ({ host: '127.0.0.1', port }))
+      const rttMs: Spread[] = []
+      for (const n of nodes) rttMs.push(await roundTrip(n))
+      link = { addedMs: delays, rttMs }
       log(
-        `links: +${linkMs} ms per round trip through proxies (${proxies.ready.ports.join(', ')} → ${direct.map((n) => n.port).join(', ')}); PING round trip median ${link.rttMs.median.toFixed(2)} ms (${link.rttMs.min.toFixed(2)}–${link.rttMs.max.toFixed(2)})`,
+        `links: ${delays
+          .map((d, i) => {
+            const r = rttMs[i]!
+            return `+${d.toFixed(3)} ms → PING round trip median ${r.median.toFixed(3)} ms (${r.min.toFixed(3)}–${r.max.toFixed(3)})`
+          })
+          .join('; ')}`,
       )
     }
     // The admin connections (INFO, command counts) go to the nodes themselves.
@@ -227,7 +249,7 @@ async function main(): Promise<void> {
     const c1 = c1Ratios(raw['a-c1'] ?? {})
     if (c1.length > 0)
       tables.push(
-        `C=1, kunci ÷ the best peer of the same round${link === undefined ? '' : ` (links of ${link.rttMs.median.toFixed(2)} ms round trip)`}: ` +
+        `C=1, kunci ÷ the best peer of the same round${link === undefined ? '' : ` (links of ${link.rttMs.map((r) => r.median.toFixed(2)).join(', ')} ms round trip)`}: ` +
           `${c1.map((r) => `${r.ratio.toFixed(3)} (${r.best})`).join(', ')}; median ${spread(c1.map((r) => r.ratio)).median.toFixed(3)}`,
       )
     process.stdout.write(`\n${tables.join('\n\n')}\n\n`)
