@@ -26,7 +26,7 @@ export const ACQUIRE_ONE = loadScript(new URL('./scripts/acquire-one.lua', impor
   batchAs: {
     script: ACQUIRE,
     // token, ttl, fence[, waiter id, since, queued] → acquire.lua's 6 values per request.
-    pack: (a) => [a[0]!, a[1]!, a[2]!, 1, '', a.length > 3 ? `${a[3]}|${a[4]}|${a[5]}` : ''],
+    pack: (a) => [a[0]!, a[1]!, a[2]!, '1', '', a.length > 3 ? `${a[3]}|${a[4]}|${a[5]}` : ''],
   },
   // fence (granted), -(pttl + 3) (held) or the fenced triple: see acquire-one.lua.
   decodeLone: (r) =>
@@ -39,7 +39,7 @@ export const ACQUIRE_ONE = loadScript(new URL('./scripts/acquire-one.lua', impor
         : undefined,
 })
 export const RELEASE_ONE = loadScript(new URL('./scripts/release-one.lua', import.meta.url), {
-  batchAs: { script: RELEASE, pack: (a) => [a[0]!, 1] },
+  batchAs: { script: RELEASE, pack: (a) => [a[0]!, '1'] },
   decodeLone: (r) => (typeof r === 'number' ? r : undefined),
 })
 export const EXTEND = loadScript(new URL('./scripts/extend.lua', import.meta.url))

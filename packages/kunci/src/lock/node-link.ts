@@ -5,6 +5,7 @@ import type { RedisPort } from '../redis/port.js'
 import { runScriptTo } from '../redis/script.js'
 import type { FenceClock } from './fence-clock.js'
 import { NodeHealth, type NodeHealthOptions } from './node-health.js'
+import type { SendOrder } from './send-order.js'
 
 /** The nodes of one lock manager and what every operation on them needs. */
 export interface Nodes {
@@ -12,6 +13,8 @@ export interface Nodes {
   readonly quorum: number
   readonly nodeTimeoutMs: number
   readonly clock: FenceClock
+  /** The order an operation's requests go out in (send-order.ts). */
+  readonly order: SendOrder
 }
 
 interface Pending {
@@ -76,11 +79,16 @@ export class NodeLink {
   #flushScheduled = false
   #flushAfterVerify = false
   readonly #maxBatch: number
+  readonly #rtt: SendOrder | undefined
 
-  /** `maxBatch`: most requests in one script call (MAX_BATCH, or SOLO_MAX_BATCH for one node). */
-  constructor(index: number, port: RedisPort, opts: NodeLinkOptions, maxBatch = MAX_BATCH) {
+  /**
+   * `maxBatch`: most requests in one script call (MAX_BATCH, or SOLO_MAX_BATCH for one node).
+   * `rtt`: told every script call's round trip, to order the sends (none for a lone node).
+   */
+  constructor(index: number, port: RedisPort, opts: NodeLinkOptions, maxBatch = MAX_BATCH, rtt?: SendOrder) {
     this.index = index
     this.#maxBatch = maxBatch
+    this.#rtt = rtt
     this.port = port
     this.isCluster = port.cluster !== undefined
     this.health = new NodeHealth(index, port, opts)
@@ -195,11 +203,11 @@ export class NodeLink {
       script = only.script
       keys = only.keys as string[]
       // A lean script takes its request's arguments as they are; a batched one a count first.
-      args = script.batchAs ? (only.args as (string | number)[]) : [1, ...only.args]
+      args = script.batchAs ? (only.args as (string | number)[]) : ['1', ...only.args]
     } else {
       script = first.batchAs?.script ?? first
       keys = []
-      args = [batch.length]
+      args = [String(batch.length)]
       for (const p of batch) {
         for (const k of p.keys) keys.push(k)
         const packed = p.script.batchAs ? p.script.batchAs.pack(p.args) : p.args
@@ -208,12 +216,15 @@ export class NodeLink {
     }
     const width = script.replyWidth
     const decode = batch.length === 1 ? script.decodeLone : undefined
+    const rtt = this.#rtt
+    const sentAt = rtt ? performance.now() : 0
     runScriptTo(
       this.port,
       script,
       keys,
       args,
       (reply) => {
+        rtt?.observe(this.index, performance.now() - sentAt)
         let values: unknown
         if (decode) {
           // A lean script's own reply (an integer where that suffices): one request's value.

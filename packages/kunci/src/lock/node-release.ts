@@ -16,8 +16,11 @@ export async function releaseAll(
 ): Promise<{ released: number; answered: number; votes: NodeVote[] }> {
   const one = target.lockKeys.length === 1
   const script = one ? RELEASE_ONE : RELEASE
-  const args = one ? [token] : [token, target.lockKeys.length]
-  const requests = nodes.links.map((l) => l.call({ script, keys: target.releaseKeys, args }))
+  const args = one ? [token] : [token, String(target.lockKeys.length)]
+  const requests: Promise<unknown>[] = new Array(nodes.links.length)
+  // The quorum-deciding node first (send-order.ts).
+  for (const i of nodes.order.order(performance.now()))
+    requests[i] = nodes.links[i]!.call({ script, keys: target.releaseKeys, args })
   const all = target.lockKeys.length
   const lost = nodes.links.length - nodes.quorum
   // Decided once a quorum released or too many nodes lacked our token; a dead node then
@@ -64,9 +67,11 @@ export async function extendAll(
 ): Promise<{ extended: number; answered: number; votes: NodeVote[]; start: number }> {
   const start = performance.now()
   const args = [token, ttlMs, fence, target.lockKeys.length]
-  const requests = nodes.links.map((l) =>
-    l.canVote(start) ? l.call({ script: EXTEND, keys: target.extendKeys, args, vote: true }) : undefined,
-  )
+  const requests: (Promise<unknown> | undefined)[] = new Array(nodes.links.length).fill(undefined)
+  for (const i of nodes.order.order(start)) {
+    const l = nodes.links[i]!
+    if (l.canVote(start)) requests[i] = l.call({ script: EXTEND, keys: target.extendKeys, args, vote: true })
+  }
   const refusable = nodes.links.length - nodes.quorum
   const outcomes = await gather(requests, nodes.nodeTimeoutMs, (out) => {
     let ok = 0

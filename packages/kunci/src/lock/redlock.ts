@@ -35,6 +35,7 @@ import { type AttemptResult, attemptAcquire } from './node-ops.js'
 import { extendAll, releaseAll } from './node-release.js'
 import { provenGone, quorumOf } from './quorum.js'
 import { ReleaseNotifier } from './release-notifier.js'
+import { SendOrder } from './send-order.js'
 import { randomToken } from './tokens.js'
 import { runUsing } from './using.js'
 
@@ -90,14 +91,18 @@ export class Redlock implements LockOwner {
     const clients = resolveClients(options.clients)
     this.options = resolveManagerOptions(options)
     const o = this.options
-    const maxBatch = clients.length === 1 ? SOLO_MAX_BATCH : undefined
-    this.#links = clients.map((c, i) => new NodeLink(i, c, o, maxBatch))
-    this.quorum = quorumOf(this.#links.length)
+    const solo = clients.length === 1
+    this.quorum = quorumOf(clients.length)
+    const order = new SendOrder(clients.length, this.quorum)
+    this.#links = clients.map(
+      (c, i) => new NodeLink(i, c, o, solo ? SOLO_MAX_BATCH : undefined, solo ? undefined : order),
+    )
     this.nodes = {
       links: this.#links,
       quorum: this.quorum,
       nodeTimeoutMs: o.nodeTimeoutMs,
       clock: new FenceClock(),
+      order,
     }
     this.#notifier = new ReleaseNotifier(clients, this.#waiterId)
   }

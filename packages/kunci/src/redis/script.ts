@@ -115,10 +115,13 @@ export interface RunOptions {
   readonly direct?: boolean
 }
 
+/** numkeys as the string the client would make of it, for the usual few keys. */
+const NUM_KEYS = Array.from({ length: 17 }, (_, i) => String(i))
+
 function scriptArgs(first: string, keys: readonly string[], args: readonly Arg[]): Arg[] {
   const out: Arg[] = new Array(keys.length + args.length + 2)
   out[0] = first
-  out[1] = keys.length
+  out[1] = NUM_KEYS[keys.length] ?? String(keys.length)
   let i = 2
   for (const k of keys) out[i++] = k
   for (const a of args) out[i++] = a

@@ -36,8 +36,8 @@ describe('lock scripts and the TypeScript that calls them', () => {
   it('acquire-one.lua and release-one.lua read the arguments node-ops.ts passes', () => {
     const ops = callers()
     // token, ttl, fence[, waiter id, since, queued]
-    expect(ops).toMatch(/\? \[token, ttlMs, fence, w\.id, w\.since, w\.queued \? '1' : '0'\]/)
-    expect(ops).toMatch(/: \[token, ttlMs, fence\]/)
+    expect(ops).toMatch(/\? \[token, ttlArg, fenceArg, w\.id, String\(w\.since\), w\.queued \? '1' : '0'\]/)
+    expect(ops).toMatch(/: \[token, ttlArg, fenceArg\]/)
     const one = script('acquire-one')
     for (const a of ['ARGV[1]', 'ARGV[2]', 'ARGV[3]', 'ARGV[4]', 'ARGV[5]', 'ARGV[6]'])
       expect(one).toContain(a)
