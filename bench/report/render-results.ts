@@ -37,6 +37,8 @@ interface LocksRun {
   rounds: number
   durationSec: number
   targets: LockTarget[]
+  /** --link-ms: what each node's delay link added to a round trip (absent or null: loopback). */
+  link?: { addedMs: number[] } | null
 }
 
 interface CacheHit {
@@ -148,7 +150,16 @@ function lockCell(t: LockTarget): string {
   return `${formatRatio(t.ratio, factor, better)} ${t.verdict}`
 }
 
-const isFull = (r: LocksRun) => !r.quick && r.phases.length === 5
+const isFull = (r: LocksRun) => !r.quick && r.phases.length === 5 && !r.link
+
+/** ', links +0.5–1 ms' for a run with --link-ms: its ratios are not loopback's. */
+function linkNote(r: LocksRun): string {
+  const added = r.link?.addedMs
+  if (!added?.length) return ''
+  const lo = Math.min(...added)
+  const hi = Math.max(...added)
+  return `, links +${lo === hi ? lo : `${lo}–${hi}`} ms`
+}
 
 /** The latest full lock run's targets, then every lock run's ratios. */
 export function renderLocks(runs: readonly LocksRun[]): string {
@@ -191,7 +202,7 @@ export function renderLocks(runs: readonly LocksRun[]): string {
       return t ? lockCell(t) : '–'
     })
     out.push(
-      `| ${when(r.environment.date)} | \`${short(r.environment.commit)}\` | ${isFull(r) ? 'all' : r.phases.join(', ')}${r.quick ? ' (quick)' : ''} | ${cells.join(' | ')} |`,
+      `| ${when(r.environment.date)} | \`${short(r.environment.commit)}\` | ${isFull(r) ? 'all' : r.phases.join(', ')}${r.quick ? ' (quick)' : ''}${linkNote(r)} | ${cells.join(' | ')} |`,
     )
   }
   return out.join('\n')
