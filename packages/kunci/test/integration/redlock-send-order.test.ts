@@ -40,24 +40,20 @@ describe('the quorum-deciding node is written to first', () => {
       const lock = await rl.acquire(`send-order-${n++}`)
       await lock.release()
     }
-    await until(
-      async () => {
-        await cycle()
-        return learned().join() === '2,3,1,0,4'
-      },
-      'the learned order to become 2,3,1,0,4',
-      30_000,
-    )
+    // Locks are taken and released until the replies taught the manager the expected order.
+    const untilOrder = (expected: string, timeoutMs: number) =>
+      until(
+        async () => {
+          await cycle()
+          return learned().join() === expected
+        },
+        `the learned send order to become ${expected}`,
+        timeoutMs,
+      )
+    await untilOrder('2,3,1,0,4', 30_000)
     // Node 1 turns slow (40 ms): 3 becomes the fastest, 0 joins the quorum group and decides it.
     fx.set.nodes[1]!.proxy!.setLatency(40)
-    await until(
-      async () => {
-        await cycle()
-        return learned().join() === '0,2,3,4,1'
-      },
-      'the order to follow node 1 turning slow',
-      60_000,
-    )
+    await untilOrder('0,2,3,4,1', 60_000)
     // Every lock was granted and released on the way: the order changes nothing else.
     expect(n).toBeGreaterThan(2)
   })
