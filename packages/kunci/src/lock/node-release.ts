@@ -66,7 +66,8 @@ export async function extendAll(
   { target, token, fence, ttlMs }: ExtendRequest,
 ): Promise<{ extended: number; answered: number; votes: NodeVote[]; start: number }> {
   const start = performance.now()
-  const args = [token, ttlMs, fence, target.lockKeys.length]
+  // As strings once, not once per node by the client (see attemptAcquire).
+  const args = [token, String(ttlMs), String(fence), String(target.lockKeys.length)]
   const requests: (Promise<unknown> | undefined)[] = new Array(nodes.links.length).fill(undefined)
   for (const i of nodes.order.order(start)) {
     const l = nodes.links[i]!

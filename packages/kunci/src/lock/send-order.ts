@@ -13,28 +13,27 @@
  * fastest is measured the order is simply fastest first.
  *
  * Node-redlock, @sesamecare-oss/redlock, redlock-universal and redis-semaphore write in the
- * order the clients were given. On links of 0.5–1.0 ms (bench/locks `--link-ms 0.5-1`) this
- * alone is ~25 µs per operation, 1 % of an acquire+release.
+ * order the clients were given. On links of 0.5–1.0 ms (bench/locks `--link-ms 0.5-1`) this is
+ * ~2 % of C=1 throughput (bench/RESULTS.md, issue 24).
  */
 export class SendOrder {
   readonly #n: number
   readonly #quorum: number
-  /** Smoothed round trip per node (ms), NaN until measured. */
+  /** Smoothed round trip per node (ms), Infinity until measured (so it sorts last). */
   readonly #rtt: Float64Array
-  #order: number[]
+  #order: number[] = []
   #computedAt = Number.NEGATIVE_INFINITY
 
   constructor(n: number, quorum: number) {
     this.#n = n
     this.#quorum = quorum
-    this.#rtt = new Float64Array(n).fill(Number.NaN)
-    this.#order = Array.from({ length: n }, (_, i) => i)
+    this.#rtt = new Float64Array(n).fill(Number.POSITIVE_INFINITY)
   }
 
   /** A reply from `node`, `ms` after its request was written. */
   observe(node: number, ms: number): void {
     const prev = this.#rtt[node]!
-    if (Number.isNaN(prev)) {
+    if (prev === Number.POSITIVE_INFINITY) {
       this.#rtt[node] = ms
       return
     }
@@ -49,17 +48,14 @@ export class SendOrder {
     if (now - this.#computedAt < REORDER_MS) return this.#order
     this.#computedAt = now
     const rtt = this.#rtt
-    const byRtt = Array.from({ length: this.#n }, (_, i) => i).sort((a, b) => {
-      const x = rtt[a]!
-      const y = rtt[b]!
-      if (Number.isNaN(x) || Number.isNaN(y)) return Number.isNaN(x) ? (Number.isNaN(y) ? a - b : 1) : -1
-      return x - y || a - b
-    })
+    // Two unmeasured nodes: Infinity − Infinity is NaN, falsy, so they keep index order.
+    const byRtt = Array.from({ length: this.#n }, (_, i) => i).sort((a, b) => rtt[a]! - rtt[b]! || a - b)
     const q = Math.min(this.#quorum, this.#n)
     // Until the quorum-th fastest node is known, which node decides is not known either.
-    this.#order = Number.isNaN(rtt[byRtt[q - 1]!]!)
-      ? byRtt
-      : [...byRtt.slice(0, q).reverse(), ...byRtt.slice(q)]
+    this.#order =
+      rtt[byRtt[q - 1]!] === Number.POSITIVE_INFINITY
+        ? byRtt
+        : [...byRtt.slice(0, q).reverse(), ...byRtt.slice(q)]
     return this.#order
   }
 }
