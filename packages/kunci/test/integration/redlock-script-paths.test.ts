@@ -96,6 +96,46 @@ describe('lean and batched script paths', () => {
     )
   })
 
+  it("alone: each node's request is written within the acquire() call; a crowd of one tick still shares a call", async () => {
+    // At concurrency 1 a link whose last call carried one request writes the tick's first request
+    // at once (node-link.ts), instead of after the whole attempt is built and a microtask.
+    const own = fx.clients()
+    await ready(own)
+    const writes: string[][] = own.map(() => [])
+    own.forEach((c, i) => {
+      const original = c.sendCommand.bind(c)
+      c.sendCommand = ((command: { name: string }, stream?: unknown) => {
+        writes[i]!.push(command.name)
+        return original(command as never, stream as never)
+      }) as typeof c.sendCommand
+    })
+    const lone = new Redlock({ clients: own, quarantine: false, onWarning: () => {} })
+    try {
+      // The first calls after start-up go through the tick's flush; from then on they are lone.
+      for (let i = 0; i < 2; i++) await (await lone.acquire(res('warm'), { ttlMs: 5000 })).release()
+      for (const w of writes) w.length = 0
+      const pending = lone.acquire(res('lone'), { ttlMs: 5000 })
+      // Nothing has run but acquire()'s synchronous part: every node already has its request.
+      expect(writes.map((w) => w.filter((n) => n === 'evalsha').length)).toEqual(own.map(() => 1))
+      const lock = await pending
+      for (const w of writes) w.length = 0
+      const released = lock.release()
+      expect(writes.map((w) => w.filter((n) => n === 'evalsha').length)).toEqual(own.map(() => 1))
+      await released
+
+      // Twenty acquisitions in one tick: the first goes at once, the other nineteen in one call.
+      for (const w of writes) w.length = 0
+      const crowd = await Promise.all(
+        Array.from({ length: 20 }, () => lone.acquire(res('crowd'), { ttlMs: 5000 })),
+      )
+      for (const w of writes) expect(w.filter((n) => n === 'evalsha').length).toBe(2)
+      await Promise.all(crowd.map((l) => l.release()))
+    } finally {
+      await lone.close()
+      for (const c of own) c.disconnect()
+    }
+  })
+
   it('auto-pipelining clients: sent directly, with their keyPrefix, and EVAL after SCRIPT FLUSH', async () => {
     // The lock path batches a tick itself and sends around ioredis' auto-pipeline (lua-script.ts):
     // the command must still carry the client's keyPrefix and fall back to EVAL on NOSCRIPT.
