@@ -24,18 +24,7 @@ import { parseArgs } from 'node:util'
 import { startDelayLinks, startNodes } from '@kunci/topology'
 import { Redis } from 'ioredis'
 import { Redlock } from 'kunci'
-// @ts-expect-error redlock 5.0.0-beta.2's "exports" map has no "types" condition (typed below)
-import UntypedRedlock from 'redlock'
-import type { HeldLock } from './driver.js'
-
-interface NodeRedlock {
-  acquire(resources: string[], duration: number): Promise<HeldLock>
-  on(event: 'error', listener: (err: Error) => void): unknown
-}
-const NodeRedlockClass = UntypedRedlock as new (
-  clients: Redis[],
-  settings: { retryCount: number; retryDelay: number; retryJitter: number },
-) => NodeRedlock
+import { Redlock as NodeRedlockClass } from './peer-drivers.js'
 
 const { values } = parseArgs({
   options: { 'link-ms': { type: 'string', default: '1' }, ops: { type: 'string', default: '1000' } },

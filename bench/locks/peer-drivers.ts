@@ -11,7 +11,8 @@ interface NodeRedlock {
   acquire(resources: string[], duration: number): Promise<HeldLock>
   on(event: 'error', listener: (err: Error) => void): unknown
 }
-const Redlock = UntypedRedlock as new (
+/** node-redlock 5's class, typed. */
+export const Redlock = UntypedRedlock as new (
   clients: Redis[],
   settings: { retryCount: number; retryDelay: number; retryJitter: number },
 ) => NodeRedlock

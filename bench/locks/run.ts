@@ -5,6 +5,9 @@
  *   npm run bench:locks [-- <flags as below>]   (ensure-redis, build, then this script)
  *   npx tsx bench/locks/run.ts [--quick] [--rounds N] [--libs a,b,...]   (after npm run build)
  *     [--phases a-c1,a-c64,b-contended,b-isolated,c-single-c64] [--retry-delay MS] [--retry-jitter MS]
+ *     [--c1-interleaved S]  instead of the phases (unless --phases is given too): C=1 for S seconds
+ *                    with the libraries' operations interleaved one by one (interleaved.ts), the
+ *                    measure to compare libraries within 1–2 % on a shared machine
  *     [--link-ms X | A-B]  each node behind a delay link (topology's startDelayLinks, a forwarder in
  *                    C that keeps time to the microsecond) adding X ms to every round trip, or with
  *                    A-B delays spread evenly from A to B over the nodes (0.5-1: 0.5, 0.625, … 1);
@@ -19,6 +22,7 @@ import { Redis } from 'ioredis'
 import { TopLevelCommandCounter } from './command-stats.js'
 import { type DriverConfig, type DriverFactory, LIBRARIES, type Library, type LockDriver } from './driver.js'
 import { describeEnvironment, writeResults } from './environment.js'
+import { interleavedTable, runInterleaved } from './interleaved.js'
 import { type PhaseSummary, summarize } from './metrics.js'
 import {
   nodeRedlockDriver,
@@ -52,6 +56,8 @@ interface Cli {
   phases: Phase[]
   /** --link-ms: what each node's link adds to a round trip (ms), undefined for plain loopback. */
   linkMs: LinkSpec | undefined
+  /** --c1-interleaved: seconds of interleaved C=1 (interleaved.ts), undefined for none. */
+  interleavedSec: number | undefined
 }
 
 function list<T extends string>(
@@ -110,8 +116,13 @@ function parseCli(): Cli {
       'retry-delay': { type: 'string' },
       'retry-jitter': { type: 'string' },
       'link-ms': { type: 'string' },
+      'c1-interleaved': { type: 'string' },
     },
   })
+  const interleavedSec =
+    values['c1-interleaved'] === undefined
+      ? undefined
+      : integer('--c1-interleaved', values['c1-interleaved'], 0, 10)
   const base = values.quick ? QUICK_SETTINGS : FULL_SETTINGS
   const retry = {
     ...base.retry,
@@ -122,7 +133,12 @@ function parseCli(): Cli {
     settings: { ...base, rounds: integer('--rounds', values.rounds, base.rounds, 1), retry },
     quick: values.quick === true,
     libraries: list('--libs', values.libs, LIBRARIES),
-    phases: list('--phases', values.phases, PHASES, values.quick ? QUICK_PHASES : PHASES),
+    // With --c1-interleaved alone, no phases.
+    phases:
+      interleavedSec !== undefined && values.phases === undefined
+        ? []
+        : list('--phases', values.phases, PHASES, values.quick ? QUICK_PHASES : PHASES),
+    interleavedSec,
     linkMs: values['link-ms'] === undefined ? undefined : linkSpec(values['link-ms']),
   }
 }
@@ -152,7 +168,7 @@ async function withWorkerDrivers<T>(
 }
 
 async function main(): Promise<void> {
-  const { settings, quick, libraries, phases, linkMs } = parseCli()
+  const { settings, quick, libraries, phases, linkMs, interleavedSec } = parseCli()
   const counter = new TopLevelCommandCounter()
   const started = Date.now()
   let nodeSet: NodeSet | undefined
@@ -240,17 +256,32 @@ async function main(): Promise<void> {
       }
     }
 
+    const interleaved =
+      interleavedSec === undefined
+        ? undefined
+        : await runInterleaved(new Map(active.map((l) => [l, drivers.get(l)!.redlock])), interleavedSec)
+
     const summaries = Object.fromEntries(PHASES.map((p) => [p, summarize(p, raw[p] ?? {})])) as Record<
       Phase,
       PhaseSummary
     >
     const targets = evaluateTargets(summaries)
-    const tables = [...phases.map((p) => phaseTable(p, summaries[p], active)), targetTable(targets)]
+    const tables = phases.map((p) => phaseTable(p, summaries[p], active))
+    if (phases.length > 0) tables.push(targetTable(targets))
     const c1 = c1Ratios(raw['a-c1'] ?? {})
     if (c1.length > 0)
       tables.push(
         `C=1, kunci ÷ the best peer of the same round${link === undefined ? '' : ` (links of ${link.rttMs.map((r) => r.median.toFixed(2)).join(', ')} ms round trip)`}: ` +
           `${c1.map((r) => `${r.ratio.toFixed(3)} (${r.best})`).join(', ')}; median ${spread(c1.map((r) => r.ratio)).median.toFixed(3)}`,
+      )
+    if (interleaved)
+      tables.push(
+        interleavedTable(
+          interleaved,
+          link === undefined
+            ? ''
+            : `, links of ${link.rttMs.map((r) => r.median.toFixed(2)).join(', ')} ms round trip`,
+        ),
       )
     process.stdout.write(`\n${tables.join('\n\n')}\n\n`)
     const path = writeResults(env, quick, {
@@ -260,6 +291,7 @@ async function main(): Promise<void> {
       phases,
       link: link ?? null,
       c1Ratios: c1,
+      c1Interleaved: interleaved ?? null,
       libraries: active,
       skipped,
       durationSec: Math.round((Date.now() - started) / 1000),

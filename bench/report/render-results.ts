@@ -39,6 +39,8 @@ interface LocksRun {
   targets: LockTarget[]
   /** --link-ms: what each node's delay link added to a round trip (absent or null: loopback). */
   link?: { addedMs: number[] } | null
+  /** --c1-interleaved: kunci's C=1 ops/s over the best peer's, operations interleaved. */
+  c1Interleaved?: { kunciOverBest?: { ratio: number; best: string } } | null
 }
 
 interface CacheHit {
@@ -152,6 +154,14 @@ function lockCell(t: LockTarget): string {
 
 const isFull = (r: LocksRun) => !r.quick && r.phases.length === 5 && !r.link
 
+/** The phases a run measured ('all' for a full run), and its interleaved C=1 ratio if it has one. */
+function phasesCell(r: LocksRun): string {
+  const parts = isFull(r) ? ['all'] : [...r.phases]
+  const i = r.c1Interleaved?.kunciOverBest
+  if (i) parts.push(`C=1 interleaved: kunci ${i.ratio.toFixed(3)}× ${i.best}`)
+  return parts.join(', ')
+}
+
 /** ', links +0.5–1 ms' for a run with --link-ms: its ratios are not loopback's. */
 function linkNote(r: LocksRun): string {
   const added = r.link?.addedMs
@@ -202,7 +212,7 @@ export function renderLocks(runs: readonly LocksRun[]): string {
       return t ? lockCell(t) : '–'
     })
     out.push(
-      `| ${when(r.environment.date)} | \`${short(r.environment.commit)}\` | ${isFull(r) ? 'all' : r.phases.join(', ')}${r.quick ? ' (quick)' : ''}${linkNote(r)} | ${cells.join(' | ')} |`,
+      `| ${when(r.environment.date)} | \`${short(r.environment.commit)}\` | ${phasesCell(r)}${r.quick ? ' (quick)' : ''}${linkNote(r)} | ${cells.join(' | ')} |`,
     )
   }
   return out.join('\n')

@@ -34,7 +34,11 @@ describe('bench/RESULTS.md', () => {
         const { factor, better } = parseRequired(t.required)
         expect(locks).toContain(`${formatRatio(t.ratio!, factor, better)} ${t.verdict}`)
       }
+      // A --c1-interleaved run says its ratio in its row.
+      const i = run.c1Interleaved?.kunciOverBest
+      if (i) expect(locks).toContain(`C=1 interleaved: kunci ${i.ratio.toFixed(3)}× ${i.best}`)
     }
+    expect(results.locks.some((r) => r.c1Interleaved?.kunciOverBest !== undefined)).toBe(true)
     const cache = sectionOf(markdown, 'cache-targets')!
     for (const run of results.cache) {
       expect(cache).toContain(`\`${run.env.commit.slice(0, 7)}\``)
