@@ -25,6 +25,7 @@ import { startDelayLinks, startNodes } from '@kunci/topology'
 import { Redis } from 'ioredis'
 import { Redlock } from 'kunci'
 import { Redlock as NodeRedlockClass } from './peer-drivers.js'
+import { spread } from './stats.js'
 
 const { values } = parseArgs({
   options: { 'link-ms': { type: 'string', default: '1' }, ops: { type: 'string', default: '1000' } },
@@ -169,10 +170,6 @@ try {
       throw new Error(`a connection saw ${w.writes.length} script calls and ${w.replies.length} replies`)
   }
 
-  const median = (xs: number[]) => {
-    const s = [...xs].sort((a, b) => a - b)
-    return s[s.length >> 1]!
-  }
   const us = (x: number) => (x * 1000).toFixed(0)
   const lines = [
     `C=1, 5 nodes, links +${LINK_MS} ms, ${OPS} operations per library (after ${WARM_UP} to warm up), medians in µs`,
@@ -183,7 +180,7 @@ try {
   for (const name of Object.keys(samples) as Name[]) {
     for (const phase of ['acquire', 'release'] as const) {
       const ps = samples[name][phase].map((read) => read())
-      const m = (f: keyof Phase) => us(median(ps.map((p) => p[f])))
+      const m = (f: keyof Phase) => us(spread(ps.map((p) => p[f])).median)
       lines.push(
         `| ${name} | ${phase} | ${m('before')} | ${m('writes')} | ${m('toQuorum')} | ${m('after')} | ${m('total')} |`,
       )

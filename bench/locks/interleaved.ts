@@ -1,5 +1,5 @@
 import type { Library, LockDriver } from './driver.js'
-import { type Spread, spread } from './stats.js'
+import { percentile, type Spread, spread } from './stats.js'
 
 /** One library's share of an interleaved C=1 run. */
 export interface InterleavedLibrary {
@@ -75,13 +75,12 @@ export async function runInterleaved(
   const rate = (ms: readonly number[]) => (ms.length / ms.reduce((a, b) => a + b, 0)) * 1000
   const out: InterleavedLibrary[] = libraries.map((library) => {
     const ms = durations.get(library)!
-    const sorted = [...ms].sort((a, b) => a - b)
     return {
       library,
       operations: ms.length,
       opsPerSec: rate(ms),
-      p50Ms: sorted[Math.floor(0.5 * (sorted.length - 1))]!,
-      p99Ms: sorted[Math.floor(0.99 * (sorted.length - 1))]!,
+      p50Ms: percentile(ms, 50),
+      p99Ms: percentile(ms, 99),
     }
   })
   const kunci = out.find((l) => l.library === 'kunci')

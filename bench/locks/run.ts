@@ -269,20 +269,13 @@ async function main(): Promise<void> {
     const tables = phases.map((p) => phaseTable(p, summaries[p], active))
     if (phases.length > 0) tables.push(targetTable(targets))
     const c1 = c1Ratios(raw['a-c1'] ?? {})
+    const linkRtt = link && `links of ${link.rttMs.map((r) => r.median.toFixed(2)).join(', ')} ms round trip`
     if (c1.length > 0)
       tables.push(
-        `C=1, kunci ÷ the best peer of the same round${link === undefined ? '' : ` (links of ${link.rttMs.map((r) => r.median.toFixed(2)).join(', ')} ms round trip)`}: ` +
+        `C=1, kunci ÷ the best peer of the same round${linkRtt ? ` (${linkRtt})` : ''}: ` +
           `${c1.map((r) => `${r.ratio.toFixed(3)} (${r.best})`).join(', ')}; median ${spread(c1.map((r) => r.ratio)).median.toFixed(3)}`,
       )
-    if (interleaved)
-      tables.push(
-        interleavedTable(
-          interleaved,
-          link === undefined
-            ? ''
-            : `, links of ${link.rttMs.map((r) => r.median.toFixed(2)).join(', ')} ms round trip`,
-        ),
-      )
+    if (interleaved) tables.push(interleavedTable(interleaved, linkRtt ? `, ${linkRtt}` : ''))
     process.stdout.write(`\n${tables.join('\n\n')}\n\n`)
     const path = writeResults(env, quick, {
       environment: env,

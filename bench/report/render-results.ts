@@ -39,7 +39,7 @@ interface LocksRun {
   targets: LockTarget[]
   /** --link-ms: what each node's delay link added to a round trip (absent or null: loopback). */
   link?: { addedMs: number[] } | null
-  /** --c1-interleaved: kunci's C=1 ops/s over the best peer's, operations interleaved. */
+  /** --c1-interleaved: kunci's C=1 ops/s over the best peer's, the libraries taking turns. */
   c1Interleaved?: { kunciOverBest?: { ratio: number; best: string } } | null
 }
 

@@ -80,11 +80,6 @@ export class NodeLink {
   #flushScheduled = false
   /** The last script call carried one request: the link is not batching (see call()). */
   #lastRunLone = false
-  /** A request went out at once in this tick: the tick's later ones are batched as usual. */
-  #sentThisTick = false
-  readonly #tickOver = (): void => {
-    this.#sentThisTick = false
-  }
   #flushAfterVerify = false
   readonly #maxBatch: number
   readonly #rtt: SendOrder | undefined
@@ -125,25 +120,18 @@ export class NodeLink {
     return new Promise((resolve, reject) => {
       const p: Pending = { script, keys, args, vote, incarnation: this.health.incarnation, resolve, reject }
       // Sent at once when the link is not batching: its last call carried one request, and this
-      // is the tick's first request (nothing queued, nothing sent at once yet, so none is
-      // overtaken). At concurrency 1 an operation's first write then leaves while the others are
-      // still being built, instead of after all of them and a microtask: the five writes of an
-      // acquire went out ~40 µs earlier on equal links (bench/locks/critical-path.ts). Under load
-      // the calls carry several requests, and the rest of a tick's requests share one call.
-      if (
-        this.#lastRunLone &&
-        !this.#sentThisTick &&
-        !this.#flushScheduled &&
-        this.#queue.length === 0 &&
-        this.health.verified
-      ) {
-        this.#sentThisTick = true
-        queueMicrotask(this.#tickOver)
+      // is the tick's first request (no flush due, nothing queued, so none is overtaken). At
+      // concurrency 1 an operation's first write then leaves while the others are still being
+      // built, instead of after all of them and a microtask: the five writes of an acquire went
+      // out ~40 µs earlier on equal links (bench/locks/critical-path.ts). The tick's flush is
+      // scheduled all the same, so the rest of the tick's requests queue behind it and share
+      // one call, as under load.
+      const atOnce =
+        !this.#flushScheduled && this.#lastRunLone && this.#queue.length === 0 && this.health.verified
+      if (atOnce) {
         if (vote && !this.canVote()) reject(notVoting)
         else this.#sendRun([p])
-        return
-      }
-      this.#queue.push(p)
+      } else this.#queue.push(p)
       if (!this.#flushScheduled) {
         this.#flushScheduled = true
         queueMicrotask(this.#flush)
