@@ -57,8 +57,8 @@ describe('with ioredis 6 clients', () => {
     expect(performance.now() - t0).toBeLessThan(1000)
     expect(third.fence).toBeGreaterThan(second.fence)
     await third.release()
-    const aborted = await a.using('u', { ttlMs: 1000 }, async (signal) => {
-      await sleep(2500) // past the ttl: extended in the background (slack for a loaded machine)
+    const aborted = await a.using('u', { ttlMs: 1000, extendBeforeMs: 800 }, async (signal) => {
+      await sleep(2500) // past the ttl: extended in the background, 800 ms ahead (slack for a loaded machine)
       return signal.aborted
     })
     expect(aborted).toBe(false)

@@ -301,8 +301,9 @@ describe('using()', () => {
     const rl = redlock()
     const r = res()
     let seen: Lock | undefined
-    // ttl 1 s, held 2.5 s: at least two background extensions, with slack for a loaded machine.
-    const result = await rl.using(r, { ttlMs: 1000 }, async (signal, lock) => {
+    // ttl 1 s, held 2.5 s: several background extensions, each 800 ms before the validity ends
+    // (not the default half ttl): slack for a loaded machine.
+    const result = await rl.using(r, { ttlMs: 1000, extendBeforeMs: 800 }, async (signal, lock) => {
       seen = lock
       await sleep(2500)
       expect(signal.aborted).toBe(false)

@@ -76,9 +76,11 @@ describe.each(CLIENT_KINDS)('Redlock with $name clients', ({ name, make }) => {
     await next.release()
     expect(await holders('flow')).toEqual([null, null, null])
 
-    // A 300 ms lock held for 1.2 s: using() must extend it several times, and nobody gets in.
+    // A 1 s lock held for 1.2 s, extended 800 ms before its validity ends (every ~200 ms):
+    // using() must extend it several times, and nobody gets in. (A 300 ms lock extended at half
+    // its ttl had 150 ms of margin: a stall of this process that long would lose it, correctly.)
     let extended = 0
-    const result = await a.using('auto', { ttlMs: 300 }, async (signal, held) => {
+    const result = await a.using('auto', { ttlMs: 1000, extendBeforeMs: 800 }, async (signal, held) => {
       const first = held.validUntil
       const end = performance.now() + 1200
       while (performance.now() < end) {
