@@ -53,6 +53,9 @@ describe('three kills of the sale master during reservations, orders through Rab
     // start, after the last rejoin) instead of trusting a fixed delay to be long enough on a
     // loaded machine, where the first answers of a fresh stack can take longer than 500 ms.
     let reserved = 0
+    // When each request was sent, as the answers come: the window after each recovery bound is
+    // kept open until it holds enough requests to judge "stays answered" by (brokenByKill).
+    const sentTimes: number[] = []
     // 20,000 users, each buying once then (cycled) repeating: a steady flow of reservations with
     // a think time between users, so the books stay a size SQL drains within the test.
     const crowd = runRetryingCrowd({
@@ -65,6 +68,7 @@ describe('three kills of the sale master during reservations, orders through Rab
       stop: stop.signal,
       onRequest: (r) => {
         if (r.status === 200 || r.status === 202) reserved++
+        sentTimes.push(r.sentAt)
       },
     })
     const probes = [
@@ -87,6 +91,14 @@ describe('three kills of the sale master during reservations, orders through Rab
       await stack.cluster.failover(master)
       const promotedAt = Date.now()
       await sleep(RECOVERY_BOUND_MS + 1_500)
+      // At least 100 answered requests sent after the bound (about 1.5 s of this crowd): a stall
+      // of this process, which is also the crowd, must not leave the window too thin to judge.
+      const bound = promotedAt + RECOVERY_BOUND_MS
+      await eventually(
+        async () => sentTimes.filter((t) => t >= bound).length,
+        (n) => n >= 100,
+        { timeoutMs: 60_000, intervalMs: 100, what: `100 requests after the bound of kill ${i + 1}` },
+      )
       kills.push({ killAt, promotedAt, until: Date.now() })
       await stack.cluster.rejoin(master)
     }
