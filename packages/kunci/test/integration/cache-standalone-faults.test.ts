@@ -47,11 +47,13 @@ describe('Cache on a standalone Redis: grace, failures, timeouts, early refresh'
   })
 
   it('never serves a value older than ttl + grace', async () => {
-    const cache = newCache({ prefix: uniquePrefix('age'), graceMs: 200 })
+    // Grace 1 s: the stale read below has ~850 ms of margin before the entry's end (it had 150 ms
+    // with a 200 ms grace, which a stall of this process could use up).
+    const cache = newCache({ prefix: uniquePrefix('age'), graceMs: 1_000 })
     await cache.getOrSet({ key: 'k', loader: () => 'old', ttlMs: 100 })
     await sleep(150) // stale, within grace
     expect(await cache.getOrSet({ key: 'k', loader: () => Promise.reject(new Error('x')) })).toBe('old')
-    await sleep(250) // past ttl + grace
+    await sleep(1_000) // past ttl + grace
     const err = await cache
       .getOrSet({ key: 'k', loader: () => Promise.reject(new Error('x')) })
       .catch((e) => e)

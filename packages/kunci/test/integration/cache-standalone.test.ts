@@ -176,13 +176,15 @@ describe('Cache on a standalone Redis: stampede protection across OS processes',
   it('renews the lease while a loader runs longer than leaseTtlMs: a second instance waits, no second load', async () => {
     const prefix = uniquePrefix('renew')
     const otherClient = new Redis({ host: suite.nodes.nodes[0]!.host, port: suite.nodes.nodes[0]!.port })
-    const a = newCache({ prefix, leaseTtlMs: 150 })
-    const b = new Cache({ client: otherClient, prefix, leaseTtlMs: 150 })
+    // Lease 600 ms, renewed every 200: a stall of this process (a and b both) up to ~400 ms
+    // cannot let the lease lapse before its renewal (150 ms leases left 100 ms of margin).
+    const a = newCache({ prefix, leaseTtlMs: 600 })
+    const b = new Cache({ client: otherClient, prefix, leaseTtlMs: 600 })
     try {
       let calls = 0
       const loader = async () => {
         calls++
-        await sleep(600) // four lease TTLs
+        await sleep(2_400) // four lease TTLs
         return calls
       }
       const first = a.getOrSet({ key: 'k', loader })
