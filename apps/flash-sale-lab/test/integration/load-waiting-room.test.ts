@@ -168,14 +168,22 @@ describe('runLoad through the waiting room, on the real stack', () => {
     const productId = 9951
     // Read before the sale is set up, so that the run starts right after it.
     const before = await counter('flash_sale_checkout_requests_total')
-    const opensAt = Date.now() + 1_000
+    // Opening 2 s after the set-up, arrivals over 3 s: users come both well before the opening
+    // and after it, even when the set-up and the run's start take a second on a busy machine.
+    // (With the opening 1 s after and arrivals ramping up over 1.5 s, a slow start left a few
+    // users, or none, arriving 500 ms ahead.)
+    const opensAt = Date.now() + 2_000
     await stack.putSale({
       productId: String(productId),
       stock: STOCK,
       perUserLimit: 1,
       startsAt: new Date(opensAt),
     })
-    const load = await runLoad({ ...crowd(productId), mode: 'crowd' })
+    const load = await runLoad({
+      ...crowd(productId),
+      mode: 'crowd',
+      stages: [{ durationMs: 3_000, target: USERS }],
+    })
     expect(load.stopReason).toBe('completed')
     expect(load.users.map((u) => u.user_id)).toEqual(Array.from({ length: USERS }, (_, i) => i + 1))
     expect(crowdFigures(load.users).outcomes).toEqual({ purchased: STOCK, sold_out: USERS - STOCK })
