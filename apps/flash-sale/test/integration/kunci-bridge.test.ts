@@ -144,6 +144,13 @@ describe('kunci bridge', () => {
     const cacheClient = connect()[0]!
     const cache = new Cache({ client: cacheClient, prefix: 'bridge-test', l1MaxEntries: 100 })
     const stop = bridge.observeCache(cache, 'products')
+    // L1 is read and filled only while the invalidation bus is up: wait for it, or the third
+    // read below is an L2 hit whenever the bus subscribes later than the first load takes.
+    await eventually(
+      async () => cache.busConnected,
+      (up) => up,
+      { what: 'the cache bus to subscribe' },
+    )
     let loads = 0
     const loader = async () => {
       loads++
