@@ -13,7 +13,10 @@ import { saleKeys } from '../../src/redis/keys.js'
 import { type AckOutcome, ReplicaAcks } from '../../src/redis/replica-acks.js'
 import { eventually } from '../support/eventually.js'
 
-const TIMEOUT_MS = 200
+// WAIT's timeout. The "at once" checks below allow half of it: a caller that waited for a WAIT
+// takes the whole of it, and at 1 s half leaves room for a stall of this process (at 200 ms, a
+// 100 ms bound did not).
+const TIMEOUT_MS = 1_000
 const PROBE_MS = 500
 
 let cluster: RedisCluster
