@@ -6,7 +6,7 @@
  *   npx tsx bench/locks/run.ts [--quick] [--rounds N] [--libs a,b,...]   (after npm run build)
  *     [--phases a-c1,a-c64,b-contended,b-isolated,c-single-c64] [--retry-delay MS] [--retry-jitter MS]
  *     [--c1-interleaved S]  instead of the phases (unless --phases is given too): C=1 for S seconds
- *                    with the libraries' operations interleaved one by one (interleaved.ts), the
+ *                    with the libraries taking turns in bursts of 20 operations (interleaved.ts), the
  *                    measure to compare libraries within 1–2 % on a shared machine
  *     [--link-ms X | A-B]  each node behind a delay link (topology's startDelayLinks, a forwarder in
  *                    C that keeps time to the microsecond) adding X ms to every round trip, or with
