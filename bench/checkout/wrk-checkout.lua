@@ -4,7 +4,9 @@
 --   keyless  no Idempotency-Key (the k6 scenario);
 --   keys     a fresh Idempotency-Key on every request (a new click each time);
 --   repeats  only repeats of a pool of 1,000 keys, each with its own user (a retrying crowd);
---   mix      a third keyless, a third repeats of the pool, a third new keys of new users.
+--   mix      a third keyless, a third repeats of the pool, a third new keys of new users;
+--   buyers   a new user on every request, no Idempotency-Key: reservations while the stock lasts
+--            (bench/checkout/floor.ts).
 -- `prefix` makes this run's keys its own (the service keeps a key's first answer).
 local shape = "keyless"
 local prefix = "k"
@@ -43,6 +45,12 @@ local function repeated()
   return wrk.format("POST", "/v1/checkout", keyed, body(100000 + i))
 end
 
+local function buyer()
+  counter = counter + 1
+  return wrk.format("POST", "/v1/checkout", headers,
+    '{"product_id":9921,"user_id":"' .. prefix .. "-" .. counter .. '"}')
+end
+
 local function keyless()
   return wrk.format("POST", "/v1/checkout", headers, body(math.random(0, 99999)))
 end
@@ -50,6 +58,7 @@ end
 function request()
   if shape == "keys" then return fresh() end
   if shape == "repeats" then return repeated() end
+  if shape == "buyers" then return buyer() end
   if shape == "mix" then
     local r = math.random(3)
     if r == 1 then return keyless() end
