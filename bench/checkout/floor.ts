@@ -7,6 +7,7 @@
  * requests to each (wrk-checkout.lua's `buyers`: a new user on every request, no Idempotency-Key,
  * so every answer is a reservation), variants rotated over interleaved rounds.
  *
+ *   npm run bench:checkout:floor [-- <flags as below>]   (ensure-redis, wrk, build, then this script)
  *   npx tsx bench/checkout/floor.ts [--rounds 3] [--seconds 8] [--connections 64] [--threads 1]
  *     [--variants fastify-bare,http-bare,fastify-reserve,http-reserve] [--instances 2]
  *     [--service] [--postgres URL]
