@@ -27,11 +27,10 @@ import { spread } from '../locks/stats.js'
 import { connectDatabases, DEFAULT_POSTGRES_URL } from './postgres.js'
 import { FULL_SETTINGS } from './settings.js'
 import { MeasureWindow, type Running, startTarget, waitQuiet } from './targets.js'
-import { parseWrk } from './wrk.js'
+import { wrk } from './wrk.js'
 
 const VARIANTS = ['fastify-bare', 'http-bare', 'fastify-reserve', 'http-reserve']
 const SERVER = fileURLToPath(new URL('./floor-server.ts', import.meta.url))
-const SCRIPT = fileURLToPath(new URL('./wrk-checkout.lua', import.meta.url))
 const WARM_UP_S = 2
 
 const { values } = parseArgs({
@@ -77,28 +76,11 @@ async function redisCpuUs(admin: Redis): Promise<number> {
 }
 
 /** `prefix` keeps each run's users new: the service's per-user limit would refuse a repeat. */
-function runWrk(url: string, seconds: number, prefix: string) {
-  const r = spawnSync(
-    'wrk',
-    [
-      `-t${values.threads}`,
-      `-c${values.connections}`,
-      `-d${seconds}s`,
-      '--latency',
-      '--timeout',
-      '5s',
-      '-s',
-      SCRIPT,
-      url,
-      '--',
-      'buyers',
-      prefix,
-    ],
-    { encoding: 'utf8' },
-  )
-  if (r.status !== 0) throw new Error(`wrk failed (${r.status}): ${r.stderr || r.stdout}`)
-  return parseWrk(r.stdout)
-}
+const runWrk = (baseUrl: string, seconds: number, prefix: string) =>
+  wrk(baseUrl, { threads: Number(values.threads), connections: Number(values.connections), seconds }, [
+    'buyers',
+    prefix,
+  ])
 
 async function startServer(
   variant: string,
@@ -159,7 +141,7 @@ try {
       const prefix = prefixOf(round, variant)
       let s: Sample
       if (variant === SERVICE) {
-        const url = `${service!.url}/v1/checkout`
+        const url = service!.url
         runWrk(url, WARM_UP_S, `${prefix}w`)
         await waitQuiet([service!], FULL_SETTINGS.drainDeadlineS)
         const window = new MeasureWindow(service!)
@@ -180,7 +162,7 @@ try {
       } else {
         const server = await startServer(variant, node.port)
         try {
-          const url = `http://127.0.0.1:${server.port}/v1/checkout`
+          const url = `http://127.0.0.1:${server.port}`
           runWrk(url, WARM_UP_S, `${prefix}w`)
           const s0 = cpuUs(server.workers)
           const r0 = await redisCpuUs(admin)

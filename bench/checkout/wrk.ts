@@ -91,7 +91,12 @@ export function parseWrk(out: string): WrkSample {
   }
 }
 
-function wrk(url: string, o: { threads: number; connections: number; seconds: number }, args: string[]) {
+/** One wrk run of wrk-checkout.lua against `url`'s /v1/checkout; `args`: the script's shape and prefix. */
+export function wrk(
+  url: string,
+  o: { threads: number; connections: number; seconds: number },
+  args: string[],
+) {
   const r = spawnSync(
     'wrk',
     [
