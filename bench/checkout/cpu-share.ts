@@ -104,7 +104,8 @@ export class CpuSampler {
         const cmd = cmdline(pid)
         if (p.comm.startsWith('redis-server')) category = 'redis'
         else if (cmd.includes('main.js worker')) category = 'worker'
-        else if (cmd.includes('main.js serve') || cmd.includes('bare-server')) category = 'service'
+        else if (cmd.includes('main.js serve') || cmd.includes('bare-server') || cmd.includes('floor-server'))
+          category = 'service'
         else category = 'host'
       }
       if (!category) continue

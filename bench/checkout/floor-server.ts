@@ -14,8 +14,8 @@
  *   node --import tsx bench/checkout/floor-server.ts <variant> <port> <redisPort> <instances>
  *
  * Process model as the service's and bare-server.ts's: a node:cluster primary with <instances>
- * workers sharing the port. The primary resets the stock and empties the orders stream, then prints `{"ready":true,"workers":[pids]}` once every worker
- * listens, and stops them on SIGTERM.
+ * workers sharing the port. The primary resets the stock and empties the orders stream, prints
+ * `{"ready":true}` once every worker listens, and stops them on SIGTERM.
  */
 import cluster from 'node:cluster'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
@@ -140,13 +140,11 @@ async function primary(instances: number, redisPort: number): Promise<void> {
   await redis.multi().set(STOCK_KEY, STOCK).del(STREAM_KEY).exec()
   redis.disconnect()
   let listening = 0
-  const pids: number[] = []
   for (let i = 0; i < instances; i++) {
     const w = cluster.fork()
-    pids.push(w.process.pid ?? 0)
     w.on('message', (m) => {
       if (m === 'listening' && ++listening === instances)
-        process.stdout.write(`${JSON.stringify({ ready: true, workers: pids })}\n`)
+        process.stdout.write(`${JSON.stringify({ ready: true })}\n`)
     })
   }
   const stop = () => {

@@ -13,24 +13,23 @@
  *     [--service] [--postgres URL]
  *
  * Per variant, medians (min–max) over rounds: requests/s, wrk's p50/p99, and CPU per request in µs
- * (CPU seconds over the measured window ÷ requests): the server's processes, and Redis (INFO cpu
- * of the standalone node; for the service, its six cluster nodes from /proc), and for the service
- * its worker and PostgreSQL. Prints a markdown table; writes no file.
+ * (cores by process over the measured window, from /proc through cpu-share.ts as run.ts measures
+ * them, ÷ requests/s): the server's processes, its Redis (the standalone node; for the service,
+ * its six cluster nodes), and for the service its worker and PostgreSQL. Prints a markdown table;
+ * writes no file.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
+import { spawnSync } from 'node:child_process'
 import { parseArgs } from 'node:util'
-import { findFreePort, lineReader, startNodes } from '@kunci/topology'
-import { Redis } from 'ioredis'
+import { findFreePort, startNodes } from '@kunci/topology'
 import { spread } from '../locks/stats.js'
+import { startChild } from './children.js'
+import { CpuSampler } from './cpu-share.js'
 import { connectDatabases, DEFAULT_POSTGRES_URL } from './postgres.js'
 import { FULL_SETTINGS } from './settings.js'
-import { MeasureWindow, type Running, startTarget, waitQuiet } from './targets.js'
+import { type Running, startTarget, waitQuiet } from './targets.js'
 import { wrk } from './wrk.js'
 
 const VARIANTS = ['fastify-bare', 'http-bare', 'fastify-reserve', 'http-reserve']
-const SERVER = fileURLToPath(new URL('./floor-server.ts', import.meta.url))
 const WARM_UP_S = 2
 
 const { values } = parseArgs({
@@ -56,25 +55,6 @@ if (!(SECONDS >= 2)) throw new Error('--seconds must be ≥ 2')
 if (spawnSync('sh', ['-c', 'command -v wrk']).status !== 0)
   throw new Error('wrk is not installed: apt-get install wrk (or node scripts/ensure-tools.mjs wrk as root)')
 
-const TICK_US = 1e6 / (Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100)
-
-/** utime + stime of these processes, in µs (/proc, at the kernel's tick resolution). */
-function cpuUs(pids: readonly number[]): number {
-  let ticks = 0
-  for (const pid of pids) {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    ticks += Number(f[11]) + Number(f[12])
-  }
-  return ticks * TICK_US
-}
-
-async function redisCpuUs(admin: Redis): Promise<number> {
-  const info = await admin.info('cpu')
-  const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? Number.NaN)
-  return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6
-}
-
 /** `prefix` keeps each run's users new: the service's per-user limit would refuse a repeat. */
 const runWrk = (baseUrl: string, seconds: number, prefix: string) =>
   wrk(baseUrl, { threads: Number(values.threads), connections: Number(values.connections), seconds }, [
@@ -82,51 +62,44 @@ const runWrk = (baseUrl: string, seconds: number, prefix: string) =>
     prefix,
   ])
 
-async function startServer(
-  variant: string,
-  redisPort: number,
-): Promise<{ child: ChildProcess; port: number; workers: number[] }> {
-  const port = await findFreePort()
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', SERVER, variant, String(port), String(redisPort), values.instances],
-    {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  )
-  const next = lineReader(child)
-  const ready = (async () => {
-    for (;;) {
-      const m = JSON.parse(await next()) as { ready?: boolean; workers?: number[] }
-      if (m.ready) return m.workers ?? []
-    }
-  })()
-  let timer: NodeJS.Timeout | undefined
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${variant} did not listen within 30 s`)), 30_000)
-  })
-  const workers = await Promise.race([ready, late]).finally(() => clearTimeout(timer))
-  return { child, port, workers }
-}
-
 interface Sample {
   rps: number
   p50: number
   p99: number
+  /** CPU per request in µs, by process: the server, its Redis, and the service's worker + PostgreSQL. */
   serverUs: number
   redisUs: number
-  /** The service's worker and PostgreSQL, µs per request (NaN for the floor servers). */
-  workerUs: number
-  postgresUs: number
+  pipelineUs: number
   non2xx: number
 }
 
 const prefixOf = (round: number, variant: string) =>
   `${Date.now().toString(36)}${round}${VARIANTS.indexOf(variant) + 1}`
 
+/**
+ * Warm-up, then one measured wrk run against `url`, with the cores of `roots` and their
+ * descendants by category (cpu-share.ts, the checkout bench's sampler) turned into µs per request.
+ */
+function measure(url: string, prefix: string, roots: number[]): Sample {
+  runWrk(url, WARM_UP_S, `${prefix}w`)
+  const sampler = new CpuSampler()
+  sampler.start()
+  const w = runWrk(url, SECONDS, prefix)
+  const cpu = sampler.stop(roots)
+  const us = (cores: number | undefined) => ((cores ?? 0) / w.requestsPerSecond) * 1e6
+  return {
+    rps: w.requestsPerSecond,
+    p50: w.p50Ms,
+    p99: w.p99Ms,
+    serverUs: us(cpu.service),
+    redisUs: us(cpu.redis),
+    pipelineUs: us(cpu.worker) + us(cpu.postgres),
+    non2xx: w.non2xx,
+  }
+}
+
 const nodes = await startNodes({ count: 1, proxy: false })
 const node = nodes.nodes[0]!
-const admin = new Redis({ host: node.host, port: node.port })
 const all = values.service ? [...variants, SERVICE] : variants
 const samples = new Map<string, Sample[]>(all.map((v) => [v, []]))
 const dbs = values.service ? await connectDatabases(values.postgres) : undefined
@@ -141,45 +114,20 @@ try {
       const prefix = prefixOf(round, variant)
       let s: Sample
       if (variant === SERVICE) {
-        const url = service!.url
-        runWrk(url, WARM_UP_S, `${prefix}w`)
-        await waitQuiet([service!], FULL_SETTINGS.drainDeadlineS)
-        const window = new MeasureWindow(service!)
-        window.begin()
-        const w = runWrk(url, SECONDS, prefix)
-        const { cpu } = await window.end()
-        const us = (cores: number | undefined) => ((cores ?? 0) / w.requestsPerSecond) * 1e6
-        s = {
-          rps: w.requestsPerSecond,
-          p50: w.p50Ms,
-          p99: w.p99Ms,
-          serverUs: us(cpu.service),
-          redisUs: us(cpu.redis),
-          workerUs: us(cpu.worker),
-          postgresUs: us(cpu.postgres),
-          non2xx: w.non2xx,
-        }
+        // The stack host's descendants: its service processes, Redis nodes and worker.
+        s = measure(service!.url, prefix, [service!.child.pid!])
       } else {
-        const server = await startServer(variant, node.port)
+        const port = await findFreePort()
+        const server = await startChild(
+          `floor ${variant}`,
+          'floor-server.ts',
+          [variant, String(port), String(node.port), values.instances],
+          30_000,
+        )
         try {
-          const url = `http://127.0.0.1:${server.port}`
-          runWrk(url, WARM_UP_S, `${prefix}w`)
-          const s0 = cpuUs(server.workers)
-          const r0 = await redisCpuUs(admin)
-          const w = runWrk(url, SECONDS, prefix)
-          s = {
-            rps: w.requestsPerSecond,
-            p50: w.p50Ms,
-            p99: w.p99Ms,
-            serverUs: (cpuUs(server.workers) - s0) / w.requests,
-            redisUs: ((await redisCpuUs(admin)) - r0) / w.requests,
-            workerUs: Number.NaN,
-            postgresUs: Number.NaN,
-            non2xx: w.non2xx,
-          }
+          s = measure(`http://127.0.0.1:${port}`, prefix, [server.pid!, node.pid!])
         } finally {
-          server.child.kill('SIGTERM')
-          await new Promise((resolve) => server.child.once('exit', resolve))
+          await server.stop()
         }
       }
       samples.get(variant)!.push(s)
@@ -189,15 +137,14 @@ try {
     }
   }
 } finally {
-  admin.disconnect()
   await service?.commands?.close()
   await service?.child.stop()
   await dbs?.dropAll()
   await nodes.stop()
 }
 
-const cell = (xs: number[], digits: number) => {
-  const s = spread(xs)
+const cell = (xs: Sample[], of: (x: Sample) => number, digits: number) => {
+  const s = spread(xs.map(of))
   return `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`
 }
 process.stdout.write(
@@ -207,33 +154,15 @@ process.stdout.write(
 for (const v of all) {
   const xs = samples.get(v)!
   const reserves = v !== 'fastify-bare' && v !== 'http-bare'
-  process.stdout.write(
-    `| ${v} | ${cell(
-      xs.map((x) => x.rps),
-      0,
-    )} | ${cell(
-      xs.map((x) => x.p50),
-      2,
-    )} | ${cell(
-      xs.map((x) => x.p99),
-      2,
-    )} | ${cell(
-      xs.map((x) => x.serverUs),
-      1,
-    )} | ${
-      reserves
-        ? cell(
-            xs.map((x) => x.redisUs),
-            1,
-          )
-        : '–'
-    } | ${
-      v === SERVICE
-        ? cell(
-            xs.map((x) => x.workerUs + x.postgresUs),
-            1,
-          )
-        : '–'
-    } | ${xs.reduce((a, x) => a + x.non2xx, 0)} |\n`,
-  )
+  const row = [
+    v,
+    cell(xs, (x) => x.rps, 0),
+    cell(xs, (x) => x.p50, 2),
+    cell(xs, (x) => x.p99, 2),
+    cell(xs, (x) => x.serverUs, 1),
+    reserves ? cell(xs, (x) => x.redisUs, 1) : '–',
+    v === SERVICE ? cell(xs, (x) => x.pipelineUs, 1) : '–',
+    String(xs.reduce((a, x) => a + x.non2xx, 0)),
+  ]
+  process.stdout.write(`| ${row.join(' | ')} |\n`)
 }
