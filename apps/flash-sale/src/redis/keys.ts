@@ -12,7 +12,11 @@ export function saleKeys(productId: string) {
     meta: `${tag}:meta`,
     /** Integer: units not yet reserved. */
     stock: `${tag}:stock`,
-    /** Hash: user id → "<units bought>|<last order id>" for this round. */
+    /**
+     * Hash: user id → "<live units>|<last live order id>|<slots>" for this round, slots being the
+     * user's live order ids by unit number, comma-separated, '' where a return freed the number
+     * (sale/scripts/reserve.lua takes the lowest free one).
+     */
     buyers: `${tag}:buyers`,
     /** Hash: idempotency key → the stored answer. */
     idem: `${tag}:idem`,
@@ -25,6 +29,12 @@ export function saleKeys(productId: string) {
      * unit back once. Dropped with the round (preload.lua).
      */
     returned: `${tag}:returned`,
+    /**
+     * Hash: orders stream entry id → persisting attempts begun and not ended, i.e. workers that
+     * died while persisting it (orders/delivery-attempts.ts); dropped when the entry is settled or
+     * dead-lettered.
+     */
+    attempts: `${tag}:attempts`,
     /** Stream of events that kept failing, with the reason. */
     dead: `${tag}:dead`,
     /** String written before a WAIT round on the sale's node (redis/replica-acks.ts); expires. */

@@ -572,7 +572,13 @@ describe('a sold-out sale answered from memory', () => {
       const left = await state('8111')
       expect(left).toEqual(await state('8112'))
       expect(left.stock).toBe('0')
-      expect(left.buyers).toEqual({ a: '2|o-a-k2', c: '1|o-c-none', d: '1|o-d-k4', poison: 'not-a-count' })
+      // "<live units>|<last live order>|<orders by unit number>" (reserve.lua)
+      expect(left.buyers).toEqual({
+        a: '2|o-a-k2|o-a-k1,o-a-k2',
+        c: '1|o-c-none|o-c-none',
+        d: '1|o-d-k4|o-d-k4',
+        poison: 'not-a-count',
+      })
       expect(left.idem).toEqual({
         k1: 'RESERVED|o-a-k1|a',
         k2: 'RESERVED|o-a-k2|a',

@@ -12,6 +12,19 @@
 -- only command per checkout. A reserved checkout's XADD runs before any of its effects is kept,
 -- so a checkout that fails inside the script (ERROR) leaves nothing behind.
 --
+-- Run twice = run once (issue 37): a connection that drops between the script's run and its reply
+-- makes the Cluster client send the same call again. A checkout whose order id already has a
+-- status was reserved by an earlier run of this very call: it is answered RESERVED (replayed)
+-- and nothing is done again, whatever the idempotency key and the buyer record say now.
+--
+-- Unit numbers (issue 37): a user's reservation takes the lowest unit number that none of the
+-- user's live orders holds (the buyer record lists them), never count + 1: after a return, count + 1
+-- can be the number a live order still holds, which SQL's unique index (product, round, user,
+-- unit_no) over live orders refuses (duplicate_unit) after the user was answered 200.
+-- Buyer record: "<live units>|<last live order id>|<slots>", slots = order ids by unit number,
+-- comma-separated, '' for a free number. A record without slots ("<count>|<last>", written before
+-- this format) counts its units as numbers 1..count held by unknown orders ('?').
+--
 -- KEYS[1] meta (hash)   KEYS[2] stock (int)   KEYS[3] buyers (hash)   KEYS[4] idem (hash)
 -- KEYS[5] status (hash) KEYS[6] orders (stream)   KEYS[7] room (hash, read: its 'gen')
 -- ARGV[1] the sale's notification channel (sharded pub/sub, the sale's slot)
@@ -75,17 +88,33 @@ local function flush(key, v)
   redis.call('HSET', key, unpack(args))
 end
 
-local idem_keys, users = {}, {}
+local idem_keys, users, order_ids = {}, {}, {}
 for i = 2, #ARGV, 4 do
   if ARGV[i + 2] ~= '' then idem_keys[#idem_keys + 1] = ARGV[i + 2] end
   users[#users + 1] = ARGV[i]
+  order_ids[#order_ids + 1] = ARGV[i + 1]
 end
 local idem = view(KEYS[4], idem_keys)
 -- Buyer records matter only for a sale that exists.
 local buyers = view(KEYS[3], meta[1] and users or {})
--- Statuses are only written (each order is new): a view with nothing to read.
-local statuses = view(KEYS[5], {})
+-- The batch's order ids: one with a status already is this call run a second time.
+local statuses = view(KEYS[5], meta[1] and order_ids or {})
 local sold = 0
+
+-- A buyer record's parts: live units, last live order, slots (index = unit number).
+-- return-units.lua reads the record the same way.
+local function parse_buyer(record)
+  if not record then return 0, '', {} end
+  local slots = {}
+  local c, last, rest = string.match(record, '^(%d+)|([^|]*)|(.*)$')
+  if c then
+    for slot in string.gmatch(rest .. ',', '([^,]*),') do slots[#slots + 1] = slot end
+  else
+    c, last = string.match(record, '^(%d+)|(.*)$')
+    for n = 1, tonumber(c) do slots[n] = '?' end
+  end
+  return tonumber(c), last, slots
+end
 
 local function one(user, order_id, idem_key, checked)
   local function answer(code, oid)
@@ -101,25 +130,32 @@ local function one(user, order_id, idem_key, checked)
     end
   end
   if not meta[1] then return 'UNKNOWN_PRODUCT', '', 0 end
+  -- Reserved by an earlier run of this same call (its reply was lost): the same answer again.
+  -- (Its key, if any, recorded that answer in the same run, and was found above.)
+  if statuses.values[order_id] then return 'RESERVED', order_id, 1 end
   if room and checked ~= room then return 'ROOM_CHECK', '', 0 end
   -- Not recorded under the key: "not yet" is no answer to keep; the same key buys after the start.
   if now < tonumber(meta[2]) then return 'SALE_NOT_STARTED', '', 0 end
   local ends = tonumber(meta[3])
   if ends > 0 and now >= ends then return answer('SALE_ENDED', '') end
-  local count, last = 0, ''
-  local bought = buyers.values[user]
-  if bought then
-    local c, o = string.match(bought, '^(%d+)|(.*)$')
-    count, last = tonumber(c), o
-  end
+  local count, last, slots = parse_buyer(buyers.values[user])
   if count >= tonumber(meta[4]) then return answer('ALREADY_PURCHASED', last) end
   if remaining <= 0 then return answer('SOLD_OUT', '') end
+  -- The lowest unit number no live order of the user holds.
+  local unit = #slots + 1
+  for n = 1, #slots do
+    if slots[n] == '' then
+      unit = n
+      break
+    end
+  end
   -- The one command of its own; if it fails, nothing of this checkout has been kept.
   redis.call('XADD', KEYS[6], '*', 'order_id', order_id, 'user_id', user, 'round', meta[1],
-    'unit', count + 1, 'price_cents', meta[5], 'reserved_at', now_text)
+    'unit', unit, 'price_cents', meta[5], 'reserved_at', now_text)
   remaining = remaining - 1
   sold = sold + 1
-  put(buyers, user, (count + 1) .. '|' .. order_id)
+  slots[unit] = order_id
+  put(buyers, user, (count + 1) .. '|' .. order_id .. '|' .. table.concat(slots, ','))
   -- The reservation's time last: a replayed answer of a hold sale computes its pay_by from it.
   put(statuses, order_id, 'reserved|' .. user .. '|' .. meta[1] .. '|' .. now_text)
   return answer('RESERVED', order_id)

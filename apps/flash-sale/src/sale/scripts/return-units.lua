@@ -3,7 +3,8 @@
 -- its unit back at most once, whoever asks and however often (a redelivered event, a sweeper
 -- retrying after a crash, two sweepers): `returned` remembers the orders that did, in the same
 -- slot and the same atomic script as the stock it raises, so a failover keeps both or neither.
--- The user's buyer record drops the unit (they may buy again), the order's status in Redis shows
+-- The user's buyer record drops the unit and frees its unit number (reserve.lua: the next
+-- reservation takes the lowest free number, so it never collides with a live order's), the order's status in Redis shows
 -- why, and if anything came back the sale's epoch grows and every instance is told on the sale's
 -- channel, so none keeps answering "sold out" from memory (sale/sale-snapshots.ts).
 --
@@ -15,6 +16,49 @@
 --
 -- Returns { epoch, stock, then one code per order: 1 = returned now, 0 = returned before,
 -- -1 = not returned: the sale is in another round (a reset dropped that round's stock) }
+-- A buyer record's parts, as reserve.lua reads them: live units, last live order, slots.
+local function parse_buyer(record)
+  local slots = {}
+  local c, last, rest = string.match(record, '^(%d+)|([^|]*)|(.*)$')
+  if c then
+    for slot in string.gmatch(rest .. ',', '([^,]*),') do slots[#slots + 1] = slot end
+  else
+    c, last = string.match(record, '^(%d+)|(.*)$')
+    for n = 1, tonumber(c or '0') do slots[n] = '?' end
+  end
+  return tonumber(c or '0'), last or '', slots
+end
+
+-- The record without `order_id`: its slot freed (a record written before slots existed frees its
+-- highest unknown one), trailing free slots dropped, `last` the highest live order left.
+local function drop_unit(record, order_id)
+  local count, last, slots = parse_buyer(record)
+  local at
+  for n = 1, #slots do
+    if slots[n] == order_id then at = n end
+  end
+  if not at then
+    for n = #slots, 1, -1 do
+      if slots[n] == '?' then
+        at = n
+        break
+      end
+    end
+  end
+  if at then slots[at] = '' end
+  while #slots > 0 and slots[#slots] == '' do slots[#slots] = nil end
+  if last == order_id then
+    last = ''
+    for n = #slots, 1, -1 do
+      if slots[n] ~= '' and slots[n] ~= '?' then
+        last = slots[n]
+        break
+      end
+    end
+  end
+  return count - 1, last .. '|' .. table.concat(slots, ',')
+end
+
 local round = redis.call('HGET', KEYS[1], 'round')
 local out = { 0, 0 }
 local any = false
@@ -28,12 +72,11 @@ for i = 3, #ARGV, 3 do
     redis.call('INCR', KEYS[2])
     local bought = redis.call('HGET', KEYS[3], user)
     if bought then
-      local c, last = string.match(bought, '^(%d+)|(.*)$')
-      local n = tonumber(c or '0') - 1
+      local n, rest = drop_unit(bought, order_id)
       if n <= 0 then
         redis.call('HDEL', KEYS[3], user)
       else
-        redis.call('HSET', KEYS[3], user, n .. '|' .. last)
+        redis.call('HSET', KEYS[3], user, n .. '|' .. rest)
       end
     end
     if redis.call('HEXISTS', KEYS[4], order_id) == 1 then

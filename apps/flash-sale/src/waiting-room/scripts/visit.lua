@@ -110,7 +110,8 @@ end
 local order_id = ''
 local bought = redis.call('HGET', KEYS[9], user)
 if bought then
-  local c, o = string.match(bought, '^(%d+)|(.*)$')
+  -- "<live units>|<last live order>|<slots>" (sale/scripts/reserve.lua)
+  local c, o = string.match(bought, '^(%d+)|([^|]*)')
   order_id = o
   if me and me.state ~= 'b' and tonumber(c) >= limit then
     redis.call('ZREM', KEYS[2], user)
