@@ -44,11 +44,21 @@ export async function boundIdleTransaction(c: Pick<pg.PoolClient, 'query'>, ms =
   await c.query(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, [String(ms)])
 }
 
-/** The database could not be reached or went away: retry later, the data is intact. */
+/**
+ * The database could not do it now: unreachable or gone away, or the transaction was rolled back
+ * for a reason of the moment, not of the data (issue 37 item 8): a statement timeout (57014, e.g.
+ * a row held locked by a stalled transaction), a deadlock (40P01), a serialization failure
+ * (40001). Retry later, the data is intact: the worker waits instead of counting a failed
+ * delivery, a route answers 503 with Retry-After instead of 500.
+ */
 export function isSqlOutage(err: unknown): boolean {
   if (!(err instanceof Error)) return false
   const e = err as Error & { code?: string }
-  if (e.code && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|57P0[1-3]|08...|53300)$/.test(e.code)) return true
+  if (
+    e.code &&
+    /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|57P0[1-3]|57014|40P01|40001|08...|53300)$/.test(e.code)
+  )
+    return true
   return /Connection terminated|timeout exceeded when trying to connect|Connection ended|Client has encountered a connection error|connect ECONNREFUSED|Query read timeout/i.test(
     e.message,
   )

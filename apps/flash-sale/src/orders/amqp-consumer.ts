@@ -10,7 +10,7 @@ import {
 import { ServiceError } from '../errors.js'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
-import { RELAY_GROUP, saleKeys } from '../redis/keys.js'
+import { attemptsKey, RELAY_GROUP, saleKeys } from '../redis/keys.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
 import type { OrderBatchWriter } from '../sql/order-batches.js'
 import type { OrderMessage, OrderQueues } from './amqp-relay.js'
@@ -188,7 +188,7 @@ export class AmqpOrderConsumer {
         // The relay group's XACK in the script finds the entry acknowledged already (returns 0).
         await DEAD_LETTER.run(
           this.#o.redis,
-          [k.orders, k.dead, k.status],
+          [k.orders, k.dead, k.status, attemptsKey(body.product_id, RELAY_GROUP)],
           [RELAY_GROUP, body.entry_id, orderId, reason.slice(0, 500), deliveries, ...body.fields],
         )
       }

@@ -2,59 +2,20 @@ import { hostname } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Script } from 'kunci'
-import type { OrderStatus } from '../domain/order-states.js'
-import { ServiceError } from '../errors.js'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
 import { refreshSlots } from '../redis/connect.js'
 import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
 import { isNoGroup, isRedirect, isRedisOutage } from '../redis/redis-errors.js'
 import { isDurable, type ReplicaAcks } from '../redis/replica-acks.js'
+import { DeliveryAttempts } from './delivery-attempts.js'
 import { type MalformedEventError, type OrderEvent, parseOrderEvent } from './order-event.js'
+import { type OrderSink, type SinkEntry, type SinkResult, SinkUnavailableError } from './order-sink.js'
 
 const SETTLE = Script.fromFile(new URL('./scripts/settle.lua', import.meta.url))
 const DEAD_LETTER = Script.fromFile(new URL('./scripts/dead-letter.lua', import.meta.url))
 
-/** One stream entry handed to a sink, parsed. */
-export interface SinkEntry {
-  id: string
-  fields: string[]
-  event: OrderEvent
-}
-
-/**
- * What became of one event: `settled` — persisted in SQL (now or by an earlier delivery): XACK and
- * set the order's status in Redis (left as is for `reserved`: a held order is answered from SQL); `handed-on` — relayed (RabbitMQ): XACK, its status is set by whoever
- * persists it; `error` — it failed this time: counted towards its dead letter.
- */
-export type SinkResult =
-  | { kind: 'settled'; status: OrderStatus }
-  | { kind: 'handed-on' }
-  | { kind: 'error'; error: unknown }
-
-/** Where a sale's events go: SQL (sql-sink.ts) or the AMQP relay (amqp-relay.ts). */
-export interface OrderSink {
-  /**
-   * One sale's events, in stream order; one result per event, in the same order. Throws
-   * SinkUnavailableError for an outage of the sink's own store (SQL down, …): nothing of the batch
-   * is acknowledged, the consumer backs off and the batch comes again, never counted as a failed
-   * delivery.
-   */
-  handle(entries: readonly SinkEntry[]): Promise<SinkResult[]>
-}
-
-/** The sink's store is unreachable: the batch waits, nothing is counted as failed. */
-export class SinkUnavailableError extends ServiceError {
-  readonly code = 'E_SINK_UNAVAILABLE'
-  constructor(what: string, cause: unknown) {
-    super(
-      `${what} is unreachable (${(cause as Error)?.message ?? cause}); the order events wait in the stream`,
-      {
-        cause,
-      },
-    )
-  }
-}
+export { type OrderSink, type SinkEntry, type SinkResult, SinkUnavailableError } from './order-sink.js'
 
 export interface StreamConsumerOptions {
   redis: RedisClient
@@ -64,7 +25,11 @@ export interface StreamConsumerOptions {
   consumer?: string
   /** A pending event idle this long belongs to a dead consumer and is claimed. @defaultValue 15000 */
   claimIdleMs?: number
-  /** Failed deliveries of one event before it goes to the dead-letter stream. @defaultValue 5 */
+  /**
+   * Failures of one event before it goes to the dead-letter stream: the sink failed it this many
+   * times, or this many workers died while persisting it (orders/delivery-attempts.ts). Waiting for
+   * a replica, outages of the sink's store and claims never count. @defaultValue 5
+   */
   maxDeliveries?: number
   /** Events read per call, handed to the sink as one batch. @defaultValue 500 */
   batchSize?: number
@@ -90,7 +55,8 @@ type Entry = [id: string, fields: string[]]
  * - a consumer that dies between the sink and XACK leaves the events pending; another claims
  *   them after `claimIdleMs` (XAUTOCLAIM) and the sink finds them already handled;
  * - an outage of the sink's store: nothing is acknowledged, the consumer backs off and handles
- *   its own pending events first when the store is back; outages never count as failed deliveries;
+ *   its own pending events first when the store is back; outages never count as failed deliveries,
+ *   nor do reads of events held back until a replica has them (delivery-attempts.ts);
  * - an event that keeps failing for another reason goes to the dead-letter stream with the
  *   reason (and is counted), never dropped silently; a malformed one at once.
  */
@@ -104,6 +70,7 @@ export class StreamConsumer {
   /** Reported once per outage (through onError), not once per retry. */
   #inOutage = false
   readonly #failures = new Map<string, number>()
+  readonly #attempts: DeliveryAttempts
   readonly #lastClaim = new Map<string, number>()
   /**
    * Per sale, the next batch, read and confirmed while the sink persisted a full one (read-ahead):
@@ -141,6 +108,7 @@ export class StreamConsumer {
       ...options,
     }
     this.consumer = this.#o.consumer
+    this.#attempts = new DeliveryAttempts(this.#o.redis, this.#o.group)
   }
 
   start(saleIds: () => Promise<string[]>): void {
@@ -331,30 +299,16 @@ export class StreamConsumer {
     return false
   }
 
-  async #deliveries(stream: string, ids: string[]): Promise<Map<string, number>> {
-    const counts = new Map<string, number>()
-    if (ids.length === 0) return counts
-    const sorted = [...ids].sort(compareIds)
-    const rows = (await this.#o.redis.xpending(
-      stream,
-      this.#o.group,
-      sorted[0]!,
-      sorted.at(-1)!,
-      ids.length * 2,
-    )) as [string, string, number, number][]
-    for (const [id, , , n] of rows) counts.set(id, Number(n))
-    return counts
-  }
-
   /** `readAhead`: the batch came from new events ('>'), so the next may be read while it is persisted. */
   async #process(productId: string, entries: Entry[], claimed: boolean, readAhead: boolean): Promise<number> {
     const k = saleKeys(productId)
-    const deliveries = claimed
-      ? await this.#deliveries(
-          k.orders,
+    // A dead consumer's events: how many workers died while persisting each.
+    const died = claimed
+      ? await this.#attempts.died(
+          productId,
           entries.map((e) => e[0]),
         )
-      : new Map()
+      : new Map<string, number>()
     const batch: SinkEntry[] = []
     for (const entry of entries) {
       const [id, fields] = entry
@@ -365,9 +319,9 @@ export class StreamConsumer {
         await this.#deadLetter(productId, entry, (err as MalformedEventError).message, 1)
         continue
       }
-      const n = deliveries.get(id) ?? 0
-      if (claimed && n > this.#o.maxDeliveries) {
-        await this.#deadLetter(productId, entry, 'too many deliveries (a consumer died on it each time)', n)
+      const n = died.get(id) ?? 0
+      if (n >= this.#o.maxDeliveries) {
+        await this.#deadLetter(productId, entry, `a worker died while persisting it, ${n} times`, n)
         continue
       }
       batch.push({ id, fields, event })
@@ -381,12 +335,23 @@ export class StreamConsumer {
       this.#ahead.set(productId, ahead)
     }
     this.#unsettled.add(productId)
+    const ids = batch.map((e) => e.id)
+    await this.#attempts.begin(productId, ids)
     const sinkStarted = performance.now()
-    const results = await this.#o.sink.handle(batch)
+    let results: SinkResult[]
+    try {
+      results = await this.#o.sink.handle(batch)
+    } catch (err) {
+      // The attempt ended, with no result (an outage of the sink's store): nothing to count. If
+      // this cannot be said, a worker that dies later may be counted once too often.
+      await this.#attempts.end(productId, ids).catch(() => {})
+      throw err
+    }
     this.#timed('sink', sinkStarted)
     let clean = true
     const relayed: string[] = []
     const settled: string[] = []
+    const failed: string[] = []
     for (const [i, entry] of batch.entries()) {
       const result = results[i] ?? { kind: 'error', error: new Error('the sink gave no result') }
       if (result.kind === 'handed-on') {
@@ -398,6 +363,7 @@ export class StreamConsumer {
         continue
       }
       clean = false
+      failed.push(entry.id)
       const n = (this.#failures.get(entry.id) ?? 0) + 1
       this.#failures.set(entry.id, n)
       this.#o.onError?.(result.error)
@@ -417,8 +383,17 @@ export class StreamConsumer {
       // One call for the batch: XACK and the orders' statuses (settle.lua), or XACK alone.
       const settleStarted = performance.now()
       if (settled.length > 0)
-        await SETTLE.run(this.#o.redis, [k.orders, k.status], [this.#o.group, ...settled])
-      if (relayed.length > 0) await this.#o.redis.xack(k.orders, this.#o.group, ...relayed)
+        await SETTLE.run(
+          this.#o.redis,
+          [k.orders, k.status, this.#attempts.key(productId)],
+          [this.#o.group, ...settled],
+        )
+      if (relayed.length > 0) {
+        await this.#o.redis.xack(k.orders, this.#o.group, ...relayed)
+        await this.#attempts.end(productId, relayed)
+      }
+      // Failed by the sink: counted in memory (#failures), not as a death.
+      await this.#attempts.end(productId, failed)
       this.#timed('settle', settleStarted)
       for (let i = 0; i < settled.length; i += 3) this.#failures.delete(settled[i]!)
       for (const id of relayed) this.#failures.delete(id)
@@ -449,15 +424,9 @@ export class StreamConsumer {
     const orderId = fields[fields.indexOf('order_id') + 1] ?? ''
     await DEAD_LETTER.run(
       this.#o.redis,
-      [k.orders, k.dead, k.status],
+      [k.orders, k.dead, k.status, this.#attempts.key(productId)],
       [this.#o.group, id, orderId, reason.slice(0, 500), deliveries, ...fields],
     )
     this.#o.metrics?.deadLetters.inc({ product_id: productId })
   }
-}
-
-function compareIds(a: string, b: string): number {
-  const [am = '0', as = '0'] = a.split('-')
-  const [bm = '0', bs = '0'] = b.split('-')
-  return am === bm ? Number(as) - Number(bs) : Number(BigInt(am) - BigInt(bm) > 0n ? 1 : -1)
 }

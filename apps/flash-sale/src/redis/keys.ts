@@ -29,12 +29,6 @@ export function saleKeys(productId: string) {
      * unit back once. Dropped with the round (preload.lua).
      */
     returned: `${tag}:returned`,
-    /**
-     * Hash: orders stream entry id → persisting attempts begun and not ended, i.e. workers that
-     * died while persisting it (orders/delivery-attempts.ts); dropped when the entry is settled or
-     * dead-lettered.
-     */
-    attempts: `${tag}:attempts`,
     /** Stream of events that kept failing, with the reason. */
     dead: `${tag}:dead`,
     /** String written before a WAIT round on the sale's node (redis/replica-acks.ts); expires. */
@@ -57,3 +51,13 @@ export const SALES_REGISTRY_KEY = 'flash-sale:sales'
 export const WORKER_GROUP = 'order-workers'
 export const RELAY_GROUP = 'amqp-relay'
 export const CACHE_PREFIX = 'flash-sale:cache'
+
+/**
+ * Hash: orders stream entry id → persisting attempts begun and not ended by `group`'s consumers,
+ * i.e. workers that died while persisting it (orders/delivery-attempts.ts); the entry's field is
+ * dropped when it is settled or dead-lettered. One per group: the worker's and the AMQP relay's
+ * groups read the same stream.
+ */
+export function attemptsKey(productId: string, group: string): string {
+  return `{sale:${productId}}:attempts:${group}`
+}

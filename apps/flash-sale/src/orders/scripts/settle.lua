@@ -5,7 +5,9 @@
 -- commands for up to 1,000 entries (issue 24): one HMGET of the statuses, one HSET of those that
 -- change, one XACK of every entry.
 --
--- KEYS[1] orders (stream)  KEYS[2] status (hash)
+-- The entries' persisting attempts end here too (begin-attempts.lua): HDEL from KEYS[3].
+--
+-- KEYS[1] orders (stream)  KEYS[2] status (hash)  KEYS[3] attempts (hash)
 -- ARGV[1] group, then triples: ARGV[2+3i] entry id, ARGV[3+3i] order id,
 --   ARGV[4+3i] the order's status in SQL (domain/order-states.ts). 'reserved' (a hold sale's
 --   order) is what Redis already says: it is not written, so a redelivered event cannot undo a
@@ -44,5 +46,8 @@ for i, order_id in ipairs(orders) do
 end
 each_chunk(writes, function(...) redis.call('HSET', KEYS[2], ...) end)
 local acked = 0
-each_chunk(ids, function(...) acked = acked + redis.call('XACK', KEYS[1], ARGV[1], ...) end)
+each_chunk(ids, function(...)
+  acked = acked + redis.call('XACK', KEYS[1], ARGV[1], ...)
+  redis.call('HDEL', KEYS[3], ...)
+end)
 return acked

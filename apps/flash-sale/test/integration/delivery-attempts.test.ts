@@ -1,0 +1,257 @@
+// Issue 37 item 2: a replica paused while the worker restarts. The worker holds back what no
+// replica confirmed, re-reading its own pending events every ~50 ms, and each re-read raised
+// Redis's delivery counter; the next worker claimed them and dead-lettered orders answered 200 as
+// "too many deliveries (a consumer died on it each time)". Now only a worker that died inside a
+// persisting attempt counts (orders/delivery-attempts.ts). Real 3+3 Cluster, real PostgreSQL, the
+// worker's consumer and SQL sink in this process, SIGSTOP/SIGCONT of the real replica.
+import { type RedisCluster, type RedisNode, startCluster } from '@kunci/topology'
+import { keySlot } from 'kunci'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { connectDb, type Db } from '../../src/db/database.js'
+import { migrate } from '../../src/db/migrate.js'
+import type { OrderSink, SinkEntry, SinkResult } from '../../src/orders/order-sink.js'
+import { OrderStore } from '../../src/orders/order-store.js'
+import { SqlSink } from '../../src/orders/sql-sink.js'
+import { StreamConsumer } from '../../src/orders/stream-consumer.js'
+import { ackRoute, connectSaleRedis, type RedisClient, whenReady } from '../../src/redis/connect.js'
+import { attemptsKey, saleKeys, WORKER_GROUP } from '../../src/redis/keys.js'
+import { isDurable, ReplicaAcks } from '../../src/redis/replica-acks.js'
+import { SaleStore } from '../../src/sale/sale-store.js'
+import { eventually } from '../support/eventually.js'
+import { createTestDatabase } from '../support/pg.js'
+
+const ORDERS = 20
+const MAX_DELIVERIES = 5
+
+let cluster: RedisCluster
+let client: RedisClient
+let acks: ReplicaAcks
+let db: Db
+let drop: () => Promise<void>
+let orders: OrderStore
+const consumers: StreamConsumer[] = []
+
+beforeAll(async () => {
+  // A node timeout long enough that the paused replica is never flagged failed meanwhile (which
+  // would show the master alone and end the hold-back).
+  cluster = await startCluster({ password: 'pw', nodeTimeoutMs: 15_000 })
+  const config = {
+    redis: { cluster: cluster.startupNodes.map((n) => ({ host: n.host, port: n.port })) },
+    redisUsername: undefined,
+    redisPassword: 'pw',
+    redisTls: undefined,
+  }
+  client = connectSaleRedis(config)
+  await whenReady(client, 20_000)
+  acks = new ReplicaAcks(ackRoute(client, config), { timeoutMs: 200 })
+  const t = await createTestDatabase('fs_attempts')
+  drop = t.drop
+  db = connectDb(t.url, 4)
+  await migrate(db)
+  orders = new OrderStore(db, { defaultWalletCents: 1_000_000 })
+}, 90_000)
+
+afterAll(async () => {
+  for (const c of consumers) await c.stop().catch(() => {})
+  acks?.close()
+  client?.disconnect()
+  await db?.end()
+  await drop?.()
+  await cluster?.stop()
+})
+
+/** A sale in SQL and Redis with ORDERS reservations in its stream, and its master's replica. */
+async function saleWithOrders(productId: string): Promise<{ replica: RedisNode; ids: string[] }> {
+  await db.query(`INSERT INTO products (product_id, name, price_cents) VALUES ($1, 'p', 100)`, [productId])
+  await db.query(`INSERT INTO sales (product_id, round, stock_total) VALUES ($1, 1, $2)`, [productId, ORDERS])
+  const store = new SaleStore(client)
+  await store.preload({
+    productId,
+    round: 1,
+    stockTotal: ORDERS,
+    priceCents: 100,
+    startsAtMs: 0,
+    endsAtMs: 0,
+    perUserLimit: 1,
+  })
+  const ids: string[] = []
+  for (let u = 0; u < ORDERS; u++) {
+    const orderId = `${productId}.o${u}`
+    const r = await store.reserve({
+      productId,
+      userId: `u${u}`,
+      orderId,
+      idempotencyKey: undefined,
+      roomGen: '',
+    })
+    expect(r.code).toBe('RESERVED')
+    ids.push(orderId)
+  }
+  const master = await cluster.slotOwner(keySlot(saleKeys(productId).orders))
+  const replica = await cluster.replicaOf(master)
+  if (!replica) throw new Error('the sale master has no replica')
+  return { replica, ids }
+}
+
+function consumer(name: string, sink: OrderSink): StreamConsumer {
+  const c = new StreamConsumer({
+    redis: client,
+    sink,
+    consumer: name,
+    acks,
+    claimIdleMs: 500,
+    maxDeliveries: MAX_DELIVERIES,
+  })
+  consumers.push(c)
+  return c
+}
+
+/** Highest Redis delivery count among the sale's pending events (XPENDING's own counter). */
+async function maxDeliveryCount(productId: string): Promise<number> {
+  const rows = (await client.xpending(saleKeys(productId).orders, WORKER_GROUP, '-', '+', 1_000)) as [
+    string,
+    string,
+    number,
+    number,
+  ][]
+  return Math.max(0, ...rows.map((r) => Number(r[3])))
+}
+
+const statuses = async (productId: string) =>
+  (
+    await db.query<{ status: string; n: number }>(
+      'SELECT status, count(*)::int AS n FROM orders WHERE product_id = $1 GROUP BY status',
+      [productId],
+    )
+  ).rows
+
+it('events held back while the replica is paused, the worker restarted: every order persisted, none dead-lettered', async () => {
+  const productId = 'att1'
+  const { replica } = await saleWithOrders(productId)
+  replica.pause()
+  try {
+    const first = consumer('w1', new SqlSink({ orders }))
+    first.start(async () => [productId])
+    // The worker reads the events and holds them back (no replica confirms them), reading them
+    // again and again: Redis's own counter climbs well past the limit.
+    await eventually(
+      () => maxDeliveryCount(productId),
+      (n) => n > 2 * MAX_DELIVERIES,
+      { what: 'the held-back events re-read past the delivery limit' },
+    )
+    expect(await statuses(productId)).toEqual([])
+    await first.stop()
+  } finally {
+    replica.resume()
+  }
+  // The replica back and caught up (a confirmation round shows it), the next worker (another
+  // name) claims the events once they are idle, and may hand them on at once.
+  const mark = saleKeys(productId).ackMark
+  await eventually(
+    async () => isDurable(await acks.confirmOutcome(mark, acks.nodeOf(mark))),
+    (durable) => durable,
+    { what: 'the replica confirms again' },
+  )
+  const second = consumer('w2', new SqlSink({ orders }))
+  second.start(async () => [productId])
+  await eventually(
+    () => statuses(productId),
+    (rows) => rows.length === 1 && rows[0]?.n === ORDERS,
+    { what: 'every order persisted', timeoutMs: 60_000 },
+  )
+  expect(await statuses(productId)).toEqual([{ status: 'confirmed', n: ORDERS }])
+  expect(await client.xlen(saleKeys(productId).dead)).toBe(0)
+  await eventually(
+    () => client.xpending(saleKeys(productId).orders, WORKER_GROUP) as Promise<[number, ...unknown[]]>,
+    (p) => Number(p[0]) === 0,
+    { what: 'every event acknowledged' },
+  )
+  expect(await client.hlen(attemptsKey(productId, WORKER_GROUP))).toBe(0)
+  await second.stop()
+})
+
+/** A sink that never answers: a worker that dies inside the attempt (its consumer is abandoned). */
+class HangingSink implements OrderSink {
+  calls = 0
+  handle(_entries: readonly SinkEntry[]): Promise<SinkResult[]> {
+    this.calls++
+    return new Promise(() => {})
+  }
+}
+
+it('a worker that dies inside the attempt, MAX_DELIVERIES times: the event is dead-lettered with the count', async () => {
+  const productId = 'att2'
+  await saleWithOrders(productId)
+  // Each "worker" reads or claims the events and dies in the sink (never answered, never stopped).
+  for (let death = 1; death <= MAX_DELIVERIES; death++) {
+    const sink = new HangingSink()
+    const dying = new StreamConsumer({
+      redis: client,
+      sink,
+      consumer: `dying-${death}`,
+      acks,
+      claimIdleMs: 500,
+      maxDeliveries: MAX_DELIVERIES,
+    })
+    dying.start(async () => [productId])
+    await eventually(
+      async () => sink.calls,
+      (n) => n > 0,
+      { what: `worker ${death} inside the sink`, timeoutMs: 30_000 },
+    )
+    const counts = await client.hvals(attemptsKey(productId, WORKER_GROUP))
+    expect(counts.length).toBe(ORDERS)
+    expect(new Set(counts)).toEqual(new Set([String(death)]))
+  }
+  const next = consumer('w3', new SqlSink({ orders }))
+  next.start(async () => [productId])
+  await eventually(
+    () => client.xlen(saleKeys(productId).dead),
+    (n) => n === ORDERS,
+    { what: 'the poison events dead-lettered' },
+  )
+  const dead = (await client.xrange(saleKeys(productId).dead, '-', '+')) as [string, string[]][]
+  for (const [, fields] of dead) expect(fields[fields.indexOf('deliveries') + 1]).toBe(String(MAX_DELIVERIES))
+  expect(await statuses(productId)).toEqual([])
+  expect(await client.hlen(attemptsKey(productId, WORKER_GROUP))).toBe(0)
+})
+
+it('SQL down while the worker is killed and restarted: outages never count, every order persisted', async () => {
+  const productId = 'att3'
+  await saleWithOrders(productId)
+  // A sink whose store is unreachable, several workers in a row that each meet the outage and die.
+  const down = connectDb('postgres://nobody@127.0.0.1:1/none', 1)
+  try {
+    for (let w = 1; w <= MAX_DELIVERIES + 1; w++) {
+      const outage = new SqlSink({ orders: new OrderStore(down) })
+      const errors: unknown[] = []
+      const c = new StreamConsumer({
+        redis: client,
+        sink: outage,
+        consumer: `outage-${w}`,
+        acks,
+        claimIdleMs: 500,
+        maxDeliveries: MAX_DELIVERIES,
+        onError: (err) => errors.push(err),
+      })
+      c.start(async () => [productId])
+      await eventually(
+        async () => errors.length,
+        (n) => n > 0,
+        { what: `worker ${w} meets the outage`, timeoutMs: 30_000 },
+      )
+      await c.stop()
+    }
+  } finally {
+    await down.end().catch(() => {})
+  }
+  expect(await client.hlen(attemptsKey(productId, WORKER_GROUP))).toBe(0)
+  const healthy = consumer('w4', new SqlSink({ orders }))
+  healthy.start(async () => [productId])
+  await eventually(
+    () => statuses(productId),
+    (rows) => rows.length === 1 && rows[0]?.n === ORDERS,
+    { what: 'every order persisted', timeoutMs: 60_000 },
+  )
+  expect(await client.xlen(saleKeys(productId).dead)).toBe(0)
+})
