@@ -1,4 +1,4 @@
-import { Cluster, Redis, type RedisOptions } from 'ioredis'
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis'
 import { keySlot } from 'kunci'
 import type { HostPort, ServiceConfig } from '../config.js'
 import { ClusterAlone, StandaloneAlone } from './cluster-alone.js'
@@ -9,9 +9,16 @@ export type RedisClient = Redis | Cluster
 
 /**
  * Client settings chosen for a checkout, where a command run twice is worse than one that fails:
- * no resend of commands that were in flight when a connection dropped (a resent reservation
- * would reserve again or answer ALREADY_PURCHASED to the user who just bought), a bounded offline
- * queue, and auto-pipelining, which turns the concurrent checkouts of one tick into one write.
+ * no resend of commands that were in flight when a connection dropped, a bounded offline queue,
+ * and auto-pipelining, which turns the concurrent checkouts of one tick into one write.
+ *
+ * `autoResendUnfulfilledCommands: false` does not cover the Cluster client's own retry: a command
+ * in flight on a connection that closes fails with "Connection is closed." and ioredis' Cluster
+ * sends it again (up to maxRedirections times), though the server may have run it. So every
+ * script SQL depends on is safe to run twice (issue 37 item 3): reserve.lua by order id,
+ * preload.lua by round, restock.lua by restock id, return-units.lua by order id.
+ * test/integration/script-resend.test.ts drops the connection between a script's run and its
+ * reply.
  */
 type RedisAccess = Pick<ServiceConfig, 'redisUsername' | 'redisPassword' | 'redisTls'>
 
@@ -36,6 +43,8 @@ function nodeOptions(config: RedisAccess): RedisOptions {
 export function connectSaleRedis(
   config: Pick<ServiceConfig, 'redis'> & RedisAccess,
   name = 'flash-sale',
+  /** Addresses the Cluster announces → where to connect instead (a test's fault proxy). */
+  natMap?: ClusterOptions['natMap'],
 ): RedisClient {
   const options = { ...nodeOptions(config), connectionName: name }
   if ('url' in config.redis) return new Redis(config.redis.url, options)
@@ -60,6 +69,7 @@ export function connectSaleRedis(
     // While the cluster client reconnects, fail at once (503, the user retries) rather than
     // queueing checkouts behind a dead master.
     enableOfflineQueue: false,
+    ...(natMap && { natMap }),
   })
 }
 

@@ -10,7 +10,15 @@
 -- ARGV[5] ends_at_ms (0 = open-ended)  ARGV[6] per_user_limit  ARGV[7] worker group name
 -- ARGV[8] the sale's notification channel (sharded pub/sub)
 -- ARGV[9] payment ('instant' | 'hold')  ARGV[10] hold_seconds (0 for instant)
--- Returns the new epoch.
+-- Returns the new epoch (or the current one, when the sale is at this round already).
+--
+-- Run twice = run once (issue 37 item 3): the Cluster client sends a call again when the
+-- connection drops before its reply, and a second run would drop the buyers, idempotency answers
+-- and statuses of the reservations made in between. Every preload comes with a round SQL has just
+-- started (sql/sales.ts writeSale): a sale already at this round was preloaded by this very call.
+if redis.call('HGET', KEYS[1], 'round') == ARGV[1] then
+  return tonumber(redis.call('HGET', KEYS[1], 'epoch'))
+end
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[7])
 redis.call('HSET', KEYS[1], 'round', ARGV[1], 'stock_total', ARGV[2], 'price_cents', ARGV[3],
   'starts_at_ms', ARGV[4], 'ends_at_ms', ARGV[5], 'per_user_limit', ARGV[6],
