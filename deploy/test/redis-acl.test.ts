@@ -3,13 +3,17 @@
  * runs as in the initContainer (paths moved to a temp dir), its users are loaded, and then the
  * default user is off, the probe command of the manifests authenticates, the monitor user sees
  * INFO but no key, the app user works but cannot run dangerous commands, and redis_exporter
- * scrapes with the monitor user.
+ * scrapes with the monitor user. And the AOF (issue 42): a node with the file's users, killed
+ * with -9 and restarted from its AOF, keeps what the app user's scripts wrote, because the
+ * default user stays off but keeps its permissions (DEFAULT_USER_ACL); the previous line
+ * (`-@all`) dropped it.
  */
 import { execFileSync, spawnSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { type NodeSet, startNodes } from '@kunci/topology'
+import { type NodeSet, readKeyspace, startNodes } from '@kunci/topology'
+import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
   type Observability,
@@ -17,7 +21,14 @@ import {
 } from '../../apps/flash-sale-lab/src/observe/local-observability.js'
 import { DEV_CONFIG } from '../src/k8s/config.js'
 import { plainObjects } from '../src/k8s/manifests.js'
-import { ACL_DIR, aclInitScript, monitorCli, SECRET_DIR, SECRET_KEYS } from '../src/k8s/redis-common.js'
+import {
+  ACL_DIR,
+  aclInitScript,
+  DEFAULT_USER_ACL,
+  monitorCli,
+  SECRET_DIR,
+  SECRET_KEYS,
+} from '../src/k8s/redis-common.js'
 import { redlockObjects } from '../src/k8s/redlock.js'
 
 const ADMIN = 'boot-admin-pw'
@@ -161,5 +172,80 @@ describe('generated Redis ACL', () => {
     expect(page).toMatch(/^redis_up 1$/m)
     expect(page).toMatch(/^redis_memory_max_bytes /m)
     expect(page).toMatch(/^redis_instance_info\{.*maxmemory_policy=/m)
+  }, 60_000)
+})
+
+describe('generated Redis ACL and the AOF (issue 42)', () => {
+  const sets: NodeSet[] = []
+  afterAll(async () => {
+    for (const s of sets.splice(0)) await s.stop()
+  })
+
+  /** users.acl as the pod writes it: the default user's rules, and the other users' lines. */
+  function generated(): { defaultRules: string; others: string[][] } {
+    const lines = readFileSync(join(dir, 'acl', 'users.acl'), 'utf8')
+      .trim()
+      .split('\n')
+    const others = lines.filter((l) => !l.startsWith('user default ')).map((l) => l.split(' ').slice(1))
+    const defaultLine = lines.find((l) => l.startsWith('user default '))!
+    return { defaultRules: defaultLine.slice('user default '.length), others }
+  }
+
+  /**
+   * A node with AOF (`appendfsync always`) and the file's users: topology's admin user for its
+   * own connections, the default user with `defaultRules`, every other user from the file.
+   * The app user runs a script and a plain SET; then kill -9 and a restart from the AOF.
+   */
+  async function restartWith(defaultRules: string) {
+    const set = await startNodes({
+      count: 1,
+      proxy: false,
+      aof: 'always',
+      adminUser: { defaultUserRules: defaultRules },
+      extraArgs: generated().others.flatMap((args) => ['--user', ...args]),
+    })
+    sets.push(set)
+    const node = set.nodes[0]!
+    const app = new Redis({ port: node.port, username: 'flash-sale', password: PASSWORDS['app-password']! })
+    try {
+      await app.eval(
+        "redis.call('SET', KEYS[1], ARGV[1]); redis.call('HSET', KEYS[2], 'u1', '1'); redis.call('XADD', KEYS[3], '*', 'order', 'o1')",
+        3,
+        '{sale:1}:stock',
+        '{sale:1}:buyers',
+        '{sale:1}:orders',
+        '9',
+      )
+      await app.set('plain', 'p')
+    } finally {
+      app.disconnect()
+    }
+    const before = await readKeyspace(node)
+    await node.kill()
+    await node.restart()
+    return { before, after: await readKeyspace(node) }
+  }
+
+  it('the file turns the default user off with every permission and no password', () => {
+    const { defaultRules } = generated()
+    expect(`user default ${defaultRules}`).toBe(DEFAULT_USER_ACL)
+    expect(defaultRules.split(' ')).toEqual(expect.arrayContaining(['off', 'resetpass', '~*', '&*', '+@all']))
+  })
+
+  it("with the file's lines, a restart from the AOF keeps what the app's script wrote", async () => {
+    const { before, after } = await restartWith(generated().defaultRules)
+    expect(Object.keys(before).sort()).toEqual([
+      'plain',
+      '{sale:1}:buyers',
+      '{sale:1}:orders',
+      '{sale:1}:stock',
+    ])
+    expect(after).toEqual(before)
+  }, 60_000)
+
+  it('with the previous default line (-@all) the same restart keeps only the plain SET', async () => {
+    const { before, after } = await restartWith('off resetkeys resetchannels -@all')
+    expect(Object.keys(before)).toHaveLength(4)
+    expect(Object.keys(after)).toEqual(['plain'])
   }, 60_000)
 })

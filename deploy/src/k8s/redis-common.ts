@@ -25,7 +25,8 @@ export interface AclUser {
 }
 
 /**
- * The users of every Redis pod. `default` is off: a client that does not AUTH gets nothing.
+ * The users of every Redis pod. `default` is off (DEFAULT_USER_ACL): a client that does not AUTH
+ * gets nothing.
  * - flash-sale: the service and worker, with the rules of apps/flash-sale/src/redis/acl.ts.
  * - monitor: probes and redis_exporter: read-only introspection, no key access at all.
  * - admin: operators and the cluster bootstrap Job; still no FLUSHALL/FLUSHDB/DEBUG/KEYS/SHUTDOWN/MONITOR.
@@ -70,6 +71,16 @@ export const REDIS_USERS: readonly AclUser[] = Object.freeze([
 export const SECRET_KEYS = Object.freeze(REDIS_USERS.map((u) => u.secretKey))
 
 /**
+ * The `default` user: off, no password (no client can log in as it), and every permission.
+ * The permissions are not for clients: Redis replays the AOF's MULTI … EXEC blocks (every
+ * script's effects: the sale's reservations, kunci's locks and fences) as the default user and
+ * re-checks its ACL at EXEC, so with `-@all` a pod restarted from its AOF silently drops
+ * everything a script wrote and keeps only the plain commands (redis/redis#14541, fixed by
+ * #14545; valkey#3983). See docs/operations.md#the-default-user-and-the-aof.
+ */
+export const DEFAULT_USER_ACL = 'user default off resetpass ~* &* +@all'
+
+/**
  * Shell run by an initContainer: writes the ACL file from the mounted Secret, storing SHA-256
  * hashes (`#<hex>`) so no password is ever written in clear to the pod's filesystem, except
  * masterauth, which Redis needs in clear to authenticate to its master (memory-backed emptyDir).
@@ -80,7 +91,7 @@ export function aclInitScript(withReplication: boolean): string {
     'umask 077',
     `hash() { printf '%s' "$(cat "${SECRET_DIR}/$1")" | sha256sum | cut -d' ' -f1; }`,
     `{`,
-    "  echo 'user default off resetkeys resetchannels -@all'",
+    `  echo '${DEFAULT_USER_ACL}'`,
     ...REDIS_USERS.map((u) => `  echo "user ${u.name} reset #$(hash ${u.secretKey}) ${u.rules.join(' ')}"`),
     `} > ${ACL_DIR}/users.acl`,
   ]

@@ -59,8 +59,9 @@ export type {
   LockManagerOptions,
   PersistenceProfile,
   UsingOptions,
+  WarningCode,
 } from './lock/lock-options.js'
-export { DEFAULT_LOCK_OPTIONS } from './lock/lock-options.js'
+export { DEFAULT_LOCK_OPTIONS, WARNING_CODES } from './lock/lock-options.js'
 export type { RedisLockOptions, WaitForReplicasOptions } from './lock/redis-lock.js'
 export { RedisLock } from './lock/redis-lock.js'
 export type { RedlockOptions } from './lock/redlock.js'

@@ -45,6 +45,8 @@ export {
   TopologyTimeoutError,
   WallClockUnavailableError,
 } from './errors.js'
+export type { KeyContents, Keyspace } from './keyspace.js'
+export { readKeyspace } from './keyspace.js'
 export type { NetworkCut, NetworkFaults, NetworkFaultsOptions } from './network.js'
 export { startNetworkFaults } from './network.js'
 export type { RedisNode } from './node.js'
@@ -56,6 +58,6 @@ export type { FaultProxy, LatencyDirection, ProxyListenOptions } from './proxy.j
 export { startProxy } from './proxy.js'
 export { trackServer as trackChildProcess, untrackServer as untrackChildProcess } from './reaper.js'
 export type { AdminUserOptions, TlsOptions } from './security.js'
-export { DEFAULT_ADMIN_USERNAME } from './security.js'
+export { DEFAULT_ADMIN_USERNAME, DEFAULT_USER_LINE } from './security.js'
 export type { WaitOptions } from './wait.js'
 export { DEFAULT_WAIT_OPTIONS, eventually, readDefined, readUntil, until } from './wait.js'

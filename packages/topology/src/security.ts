@@ -3,8 +3,9 @@
 // Two ways to require a login:
 // - `password` (the original one): requirepass for the `default` user (and masterauth in a
 //   cluster). Every existing caller uses it; unchanged.
-// - `adminUser`: the `default` user is switched off (`user default off`: a connection without
-//   credentials gets NOAUTH, `AUTH default …` gets WRONGPASS) and a named admin user with every
+// - `adminUser`: the `default` user is switched off (`user default off resetpass ~* &* +@all`: a
+//   connection without credentials gets NOAUTH, `AUTH default …` gets WRONGPASS; the permissions
+//   are for the AOF's replay, see DEFAULT_USER_LINE) and a named admin user with every
 //   permission is created; topology logs in as it for its own management connections. Replicas
 //   log in as a replication user that may run only PSYNC, REPLCONF and PING (`masteruser` +
 //   `masterauth`), so the password a replica holds opens nothing else.
@@ -19,6 +20,13 @@ export interface AdminUserOptions {
   username?: string
   /** @defaultValue 24 random bytes, base64url */
   password?: string
+  /**
+   * The rules of the `user default …` line. They must keep the user off and without a password
+   * (`off`; no `on`, `nopass`, `>…`, `#…`); e.g. `'off'` alone reproduces the AOF bug of
+   * DEFAULT_USER_LINE's comment, or a test runs a manifest's own line.
+   * @defaultValue 'off resetpass ~* &* +@all' (DEFAULT_USER_LINE)
+   */
+  defaultUserRules?: string
 }
 
 export interface TlsOptions {
@@ -37,6 +45,11 @@ export interface TlsOptions {
 }
 
 export const DEFAULT_ADMIN_USERNAME = 'kunci-admin'
+/**
+ * The `default` user of an `adminUser` topology: off (no login, no password) but with every
+ * permission, which the AOF's MULTI … EXEC blocks need when they are replayed at start-up.
+ */
+export const DEFAULT_USER_LINE = 'user default off resetpass ~* &* +@all'
 /** The user replicas log in as (masteruser). */
 export const REPLICATION_USERNAME = 'kunci-replication'
 
@@ -61,6 +74,19 @@ function checkSecret(option: string, value: string): void {
   if (value === '') throw new InvalidOptionError(option, 'must not be empty')
   // A line break would end the redis.conf line and let the rest be read as a directive.
   if (/[\r\n\0]/.test(value)) throw new InvalidOptionError(option, 'must not contain line breaks or NUL')
+}
+
+/** adminUser.defaultUserRules: the default user stays off, with no way to log in as it. */
+function checkDefaultRules(rules: string): string {
+  const tokens = rules.trim().split(/\s+/)
+  const opens = tokens.find((t) => t === 'on' || t === 'nopass' || t.startsWith('>') || t.startsWith('#'))
+  if (!tokens.includes('off') || opens !== undefined || /[\r\n\0]/.test(rules)) {
+    throw new InvalidOptionError(
+      'adminUser.defaultUserRules',
+      `must keep the default user off and without a password (include 'off'; no 'on', 'nopass', '>…', '#…'), got '${rules}'`,
+    )
+  }
+  return tokens.join(' ')
 }
 
 const generated = () => randomBytes(24).toString('base64url')
@@ -100,13 +126,22 @@ export function resolveSecurity(input: {
   }
   const password = admin.password ?? generated()
   checkSecret('adminUser.password', password)
+  const defaultLine =
+    admin.defaultUserRules === undefined
+      ? DEFAULT_USER_LINE
+      : `user default ${checkDefaultRules(admin.defaultUserRules)}`
   const replicationPassword = generated()
   return {
     username,
     password,
     confLines: [
-      // `user default …` resets the default user first: no password, no command, off.
-      'user default off',
+      // `user default …` resets the default user first (no password). It stays off, so no client
+      // can log in as it, but keeps every permission: Redis (7.0.15 here) replays a script's
+      // effects from the AOF as MULTI … EXEC run as the default user and re-checks its ACL at
+      // EXEC, so a default user without permissions silently drops everything scripts wrote
+      // when a node restarts from its AOF (redis/redis#14541, fixed by #14545; valkey#3983).
+      // See docs/cluster.md#the-default-user-and-the-aof.
+      defaultLine,
       `user ${username} on ${quote(`>${password}`)} ~* &* +@all`,
       `user ${REPLICATION_USERNAME} on ${quote(`>${replicationPassword}`)} -@all +psync +replconf +ping`,
       `masteruser ${REPLICATION_USERNAME}`,

@@ -6,7 +6,9 @@
  * a server: `@dangerous` (KEYS, FLUSHALL, FLUSHDB, CONFIG SET, DEBUG, SHUTDOWN, MONITOR, …) is
  * removed, then the few read-only introspection commands kunci and ioredis' Cluster client rely on
  * are added back (INFO for kunci's restart quarantine, CONFIG GET for its persistence warning,
- * CLUSTER SLOTS/SHARDS/NODES/INFO for slot routing).
+ * ACL DRYRUN for its check that the default user can replay the AOF (KUNCI_W_AOF_ACL: it answers
+ * what a user may run, never a password or a hash), CLUSTER SLOTS/SHARDS/NODES/INFO for slot
+ * routing).
  */
 export const APP_ACL_RULES = Object.freeze([
   'on',
@@ -18,6 +20,7 @@ export const APP_ACL_RULES = Object.freeze([
   '-@dangerous',
   '+info',
   '+config|get',
+  '+acl|dryrun',
   '+cluster|slots',
   '+cluster|shards',
   '+cluster|nodes',

@@ -11,14 +11,30 @@ export type FirstContact = 'uptime' | 'full'
 /** The durability a deployment promises for lock and fence keys; nodes weaker than this are warned about. */
 export type PersistenceProfile = 'always' | 'everysec' | 'none'
 
+export type WarningCode =
+  | 'KUNCI_W_PERSISTENCE'
+  | 'KUNCI_W_EVICTION'
+  | 'KUNCI_W_CONFIG_UNREADABLE'
+  | 'KUNCI_W_AOF_ACL'
+
+/** Every warning code, each with a section in docs/errors.md (never reused). */
+export const WARNING_CODES: readonly WarningCode[] = Object.freeze([
+  'KUNCI_W_PERSISTENCE',
+  'KUNCI_W_EVICTION',
+  'KUNCI_W_CONFIG_UNREADABLE',
+  'KUNCI_W_AOF_ACL',
+])
+
 /**
  * Something a lock manager wants operators to know, at the first sight of each node (`run_id`):
  * `KUNCI_W_PERSISTENCE` a node less durable than the `persistence` profile;
  * `KUNCI_W_EVICTION` a node whose `maxmemory-policy` may evict lock keys (they have a TTL);
- * `KUNCI_W_CONFIG_UNREADABLE` a setting could not be read.
+ * `KUNCI_W_CONFIG_UNREADABLE` a setting could not be read;
+ * `KUNCI_W_AOF_ACL` a node with AOF whose default user may not run what the lock scripts write:
+ * restarted from its AOF, it drops every lock and fencing token (aof-acl.ts).
  */
 export interface KunciWarning {
-  readonly code: 'KUNCI_W_PERSISTENCE' | 'KUNCI_W_EVICTION' | 'KUNCI_W_CONFIG_UNREADABLE'
+  readonly code: WarningCode
   readonly node: number
   readonly message: string
 }

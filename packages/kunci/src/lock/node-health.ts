@@ -1,4 +1,5 @@
 import type { RedisPort } from '../redis/port.js'
+import { checkAofReplay, replaysAofWithAclCheck } from './aof-acl.js'
 import { publishEvent, QUARANTINE_CHANNEL, WARNING_CHANNEL } from './events.js'
 import type { FirstContact, KunciWarning, PersistenceProfile } from './lock-options.js'
 
@@ -9,6 +10,8 @@ export interface NodeHealthOptions {
   readonly clockToleranceMs: number
   readonly persistence: PersistenceProfile
   readonly nodeTimeoutMs: number
+  /** The manager's key prefix: the AOF check asks about a key under it. */
+  readonly prefix: string
   readonly onWarning: (warning: KunciWarning) => void
 }
 
@@ -216,6 +219,7 @@ export class NodeHealth {
       }
     }
     const strongEnough = aof && (fsync === 'always' || (want === 'everysec' && fsync === 'everysec'))
+    if (aof) await this.#checkAofAcl(fields)
     if (!strongEnough) {
       this.#warn({
         code: 'KUNCI_W_PERSISTENCE',
@@ -226,6 +230,39 @@ export class NodeHealth {
           `Enable 'appendonly yes' + 'appendfsync ${want}', or keep restart quarantine on (the default).`,
       })
     }
+  }
+
+  /**
+   * A node with AOF whose default user may not run what the lock scripts write drops every
+   * script's effects when it restarts from its AOF (aof-acl.ts). A user refused ACL DRYRUN (it
+   * is @admin) gets KUNCI_W_CONFIG_UNREADABLE instead, as for appendfsync, but no assumption: a
+   * restricted user on a well-configured node is the common case, and a false KUNCI_W_AOF_ACL
+   * would teach operators to ignore it.
+   */
+  async #checkAofAcl(fields: Map<string, string>): Promise<void> {
+    if (!replaysAofWithAclCheck(fields)) return
+    const replay = await checkAofReplay(this.#port, `${this.#opts.prefix}{aof-acl-check}`)
+    if (replay.kind === 'kept') return
+    if (replay.kind === 'unreadable') {
+      this.#warn({
+        code: 'KUNCI_W_CONFIG_UNREADABLE',
+        node: this.index,
+        message:
+          `kunci: node ${this.index}: cannot check the default user's permissions (ACL DRYRUN: ${replay.error.message}); ` +
+          'if it is off without permissions, a restart from the AOF drops every lock and fencing token scripts wrote. ' +
+          "Check 'ACL GETUSER default' (see KUNCI_W_AOF_ACL in docs/errors.md), or allow this user +acl|dryrun.",
+      })
+      return
+    }
+    this.#warn({
+      code: 'KUNCI_W_AOF_ACL',
+      node: this.index,
+      message:
+        `kunci: node ${this.index} runs with AOF and a default user that may not run ${replay.command} (${replay.reason}): ` +
+        'Redis replays the AOF as the default user and drops every MULTI/EXEC block it may not run, so a restart ' +
+        'from the AOF loses every lock and fencing token scripts wrote (redis/redis#14541). ' +
+        "Keep the default user off but give it the permissions: 'user default off resetpass ~* &* +@all'.",
+    })
   }
 
   #warn(w: KunciWarning): void {
