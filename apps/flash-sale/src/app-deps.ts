@@ -3,6 +3,7 @@ import type { Db } from './db/database.js'
 import type { ServiceMetrics } from './metrics/service-metrics.js'
 import type { OrderPayments } from './orders/payments.js'
 import type { Catalog } from './sale/catalog.js'
+import type { Restocks } from './sale/restocks.js'
 import type { SaleStore } from './sale/sale-store.js'
 import type { SqlSaleCountsSource } from './sql/readers.js'
 import type { CheckoutStrategy } from './strategies/strategy.js'
@@ -17,6 +18,8 @@ export interface AppDeps {
   orders: SqlSaleCountsSource & { readonly defaultWalletCents: number }
   /** Pay and cancel of held orders (hold sales). */
   payments: OrderPayments
+  /** Restocks: SQL first, then Redis once per restock id (sale/restocks.ts). */
+  restocks: Restocks
   catalog: Catalog
   registry: Registry
   metrics: ServiceMetrics

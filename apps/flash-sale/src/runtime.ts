@@ -20,6 +20,7 @@ import { CACHE_PREFIX } from './redis/keys.js'
 import { ReplicaAcks } from './redis/replica-acks.js'
 import { withTimeout } from './runtime-timeout.js'
 import { Catalog } from './sale/catalog.js'
+import { Restocks } from './sale/restocks.js'
 import { SaleEvents, saleOfChannel } from './sale/sale-events.js'
 import { SaleSnapshots } from './sale/sale-snapshots.js'
 import { SaleStore } from './sale/sale-store.js'
@@ -194,6 +195,7 @@ export async function createRuntime(config: ServiceConfig): Promise<Runtime> {
     db,
     orders,
     payments,
+    restocks: new Restocks({ db, store, acks }),
     catalog,
     registry,
     metrics,

@@ -46,6 +46,8 @@ export interface UnitBooks {
   remaining: number
   /** Returns SQL gave up that Redis's returned hash does not hold yet. */
   returnsNotInRedis: number
+  /** Units of restocks SQL recorded that Redis's restocks hash does not hold yet (sale/restocks.ts). */
+  restocksNotInRedis: number
   deadLettered: number
   /** Unsettled order events whose order SQL does not hold yet: reserved in Redis, on their way. */
   inQueue: number
@@ -55,7 +57,7 @@ export interface UnitBooks {
 
 /**
  * The units of a sale's current round: stock_total = sold + remaining + returns pending (not yet
- * in Redis) + dead letters + order events not yet in SQL. Redis is read first, atomically; SQL
+ * in Redis) + restocks pending (not yet in Redis) + dead letters + order events not yet in SQL. Redis is read first, atomically; SQL
  * after, so an event settled in between is found in SQL and not counted twice. A reservation made
  * in between and persisted before SQL is read shows as +1 for that one reading (the gauge only
  * reports a value two readings agree on). Undefined when Redis holds no stock for the sale or the
@@ -80,13 +82,21 @@ export async function unitBooks(
       returnsNotInRedis = held.filter((v) => v === null).length
     }
   }
+  let restocksNotInRedis = 0
+  const restocks = await orders.pendingRestocks(productId, sale.round)
+  if (restocks.length > 0) {
+    const held = await redis.hmget(saleKeys(productId).restocks, ...restocks.map((r) => r.restock_id))
+    for (const [i, r] of restocks.entries()) if (held[i] === null) restocksNotInRedis += Number(r.units)
+  }
   const inQueue = r.unsettled.length - persisted
-  const accounted = sale.sold + r.remaining + returnsNotInRedis + r.deadLettered + inQueue
+  const accounted =
+    sale.sold + r.remaining + returnsNotInRedis + restocksNotInRedis + r.deadLettered + inQueue
   return {
     stockTotal: sale.stock_total,
     sold: sale.sold,
     remaining: r.remaining,
     returnsNotInRedis,
+    restocksNotInRedis,
     deadLettered: r.deadLettered,
     inQueue,
     drift: sale.stock_total - accounted,

@@ -87,6 +87,14 @@ export async function reconcile(
       problems.push(`sales.sold = ${sale.sold} but ${counts.persisted} orders hold a unit`)
     if (sql.returned !== sql.returns_done)
       problems.push(`sales.returned = ${sql.returned} but ${sql.returns_done} orders' returns are done`)
+    // Orders reserved (answered 200, or 202) that ended without a unit through no act of the
+    // buyer's (issue 37): each is a broken promise, never "ok".
+    for (const [reason, n] of Object.entries(await orders.failedNotByBuyer(p, counts.round)))
+      problems.push(`${n} order(s) reserved in Redis then failed ${reason} in SQL (not the buyer's doing)`)
+    if (stock.deadLettered > 0)
+      problems.push(
+        `${stock.deadLettered} order event(s) dead-lettered: reserved in Redis, never persisted (see the dead-letter stream)`,
+      )
     if (wallets.chargedCents !== wallets.paidCents)
       problems.push('wallet totals differ from the sum of payments')
     if (wallets.walletRefundedCents !== wallets.refundsCents)
@@ -104,6 +112,7 @@ export async function reconcile(
     if (units !== undefined && units.drift !== 0)
       problems.push(
         `drift: stock ${units.stockTotal} ≠ sold ${units.sold} + remaining in Redis ${units.remaining} + returns pending ${units.returnsNotInRedis}` +
+          (units.restocksNotInRedis ? ` + restocks pending ${units.restocksNotInRedis}` : '') +
           (units.deadLettered ? ` + dead letters ${units.deadLettered}` : '') +
           (units.inQueue ? ` + order events not yet in SQL ${units.inQueue}` : '') +
           ` (${units.drift > 0 ? `${units.drift} unit(s) missing` : `${-units.drift} unit(s) too many`})`,

@@ -9,6 +9,7 @@ import { ackRoute, connectSaleRedis, type RedisClient, whenReady } from '../redi
 import { RELAY_GROUP, WORKER_GROUP } from '../redis/keys.js'
 import { ReplicaAcks } from '../redis/replica-acks.js'
 import { withTimeout } from '../runtime-timeout.js'
+import { Restocks } from '../sale/restocks.js'
 import { SaleStore } from '../sale/sale-store.js'
 import type { GaugeReader } from '../sql/readers.js'
 import { AmqpOrderConsumer } from './amqp-consumer.js'
@@ -98,7 +99,9 @@ export async function runWorker(
   }, 2_000)
   // Returns a crash (or a Redis outage) left pending, every second: an indexed query that finds
   // nothing almost always. Idempotent, so every worker may run it at once.
-  const resume = startResumingReturns(saleIds, returns, onError)
+  // Restocks recorded in SQL that Redis has not shown durable yet (sale/restocks.ts).
+  const restocks = new Restocks({ db, store, acks })
+  const resume = startResumingReturns(saleIds, returns, restocks, onError)
   const http = createServer((req, res) => {
     if (req.url === '/metrics') {
       void registry.metrics().then((t) => res.writeHead(200, { 'content-type': registry.contentType }).end(t))
@@ -196,12 +199,14 @@ export function startAmqpPipeline(
 }
 
 /**
- * Runs UnitReturns.resumePending() for every sale once a second, one pass at a time: the returns
- * an earlier crash, a Redis outage or an unconfirmed replica left pending are finished.
+ * Runs UnitReturns.resumePending() and Restocks.resumePending() for every sale once a second, one
+ * pass at a time: the returns and restocks an earlier crash, a Redis outage or an unconfirmed
+ * replica left pending are finished.
  */
 export function startResumingReturns(
   saleIds: () => Promise<string[]>,
-  returns: UnitReturns,
+  returns: Pick<UnitReturns, 'resumePending'>,
+  restocks: Pick<Restocks, 'resumePending'>,
   onError: (err: unknown) => void,
   everyMs = 1_000,
 ): { stop(): Promise<void> } {
@@ -213,6 +218,7 @@ export function startResumingReturns(
       for (const productId of await saleIds()) {
         if (stopped) return
         await returns.resumePending(productId)
+        await restocks.resumePending(productId)
       }
       reported = false
     } catch (err) {

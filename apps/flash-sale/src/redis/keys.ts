@@ -29,6 +29,11 @@ export function saleKeys(productId: string) {
      * unit back once. Dropped with the round (preload.lua).
      */
     returned: `${tag}:returned`,
+    /**
+     * Hash: restock id → units, the restocks this round's stock holds (restock.lua applies each
+     * once). Dropped with the round (preload.lua).
+     */
+    restocks: `${tag}:restocks`,
     /** Stream of events that kept failing, with the reason. */
     dead: `${tag}:dead`,
     /** String written before a WAIT round on the sale's node (redis/replica-acks.ts); expires. */

@@ -81,11 +81,13 @@ export async function adminRoutes(app: FastifyInstance, deps: AppDeps): Promise<
   app.post<{ Params: { product_id: string }; Body: { units: number } }>(
     '/admin/sales/:product_id/restock',
     SALE_RESTOCK,
-    async (request) => {
+    async (request, reply) => {
       const productId = request.params.product_id
-      const done = await restockSale(deps.db, deps.store, productId, request.body.units)
+      const done = await restockSale(deps.restocks, productId, request.body.units)
       if (!done) throw new ApiError('UNKNOWN_PRODUCT', `no sale for product ${productId}`)
-      await deps.catalog.invalidate(productId)
+      // No catalog invalidation: a restock changes the stock, not the product's name or price.
+      // 202: recorded, and on sale once Redis confirms it (a worker finishes it); not to be repeated.
+      if (done.restock === 'pending') reply.code(202)
       return done
     },
   )

@@ -2,8 +2,9 @@ import { type Db, inTransaction } from '../db/database.js'
 import type { PaymentMode } from '../domain/order-states.js'
 import { ServiceError } from '../errors.js'
 import type { SqlSaleCountsSource } from '../sql/readers.js'
-import { addStock, type SaleInput, writeSale } from '../sql/sales.js'
+import { type SaleInput, writeSale } from '../sql/sales.js'
 import type { Catalog } from './catalog.js'
+import type { Restocks } from './restocks.js'
 import type { SaleStore } from './sale-store.js'
 import type { StockView } from './stock-view.js'
 
@@ -63,35 +64,42 @@ export async function putSale(
   }
 }
 
+/** The answer to POST /admin/sales/:id/restock. */
+export interface RestockView {
+  product_id: string
+  round: number
+  stock_total: number
+  /** 'applied': on sale now; 'pending': recorded, on sale once Redis confirms it (a worker finishes it: do not repeat the call). */
+  restock: 'applied' | 'pending'
+  /** Units on sale in Redis; null while pending. */
+  remaining: number | null
+  /** The sale's epoch after the restock; null while pending. */
+  epoch: number | null
+}
+
 /**
- * Adds units to a sale's current round (POST /admin/sales/:id/restock): SQL's stock_total and
- * Redis's stock grow together, and Redis raises the sale's epoch and tells every instance, so a
- * sold-out answer from memory ends everywhere (sale/sale-snapshots.ts). The SQL row is locked and
- * updated first, Redis second, then the transaction commits: a Redis failure rolls SQL back.
- * Undefined: no such sale.
+ * Adds units to a sale's current round (POST /admin/sales/:id/restock) through the restock outbox
+ * (sale/restocks.ts): SQL first with a restock id, Redis once per id after the commit, which raises
+ * the sale's epoch and tells every instance, so a sold-out answer from memory ends everywhere
+ * (sale/sale-snapshots.ts). Undefined: no such sale.
  */
 export async function restockSale(
-  db: Db,
-  store: SaleStore,
+  restocks: Restocks,
   productId: string,
   units: number,
-): Promise<
-  { product_id: string; round: number; stock_total: number; remaining: number; epoch: number } | undefined
-> {
-  return inTransaction(db, async (c) => {
-    const r = await addStock(c, productId, units)
-    const row = r.rows[0]
-    if (!row) return undefined
-    const redis = await store.restock(productId, row.round, units)
-    if (!redis) throw new SaleRoundMismatchError(productId, row.round)
-    return {
-      product_id: productId,
-      round: row.round,
-      stock_total: row.stock_total,
-      remaining: redis.stock,
-      epoch: redis.epoch,
-    }
-  })
+): Promise<RestockView | undefined> {
+  const r = await restocks.restock(productId, units)
+  if (!r) return undefined
+  if (r.kind === 'stale') throw new SaleRoundMismatchError(productId, r.round)
+  const applied = r.kind === 'applied'
+  return {
+    product_id: productId,
+    round: r.round,
+    stock_total: r.stockTotal,
+    restock: applied ? 'applied' : 'pending',
+    remaining: applied ? r.stock : null,
+    epoch: applied ? r.epoch : null,
+  }
 }
 
 /** Redis holds another round of the sale than SQL (a reset half done): reset it again. */

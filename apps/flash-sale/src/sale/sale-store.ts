@@ -114,7 +114,7 @@ export class SaleStore extends SaleReads {
     const servedBy = this.#acks?.nodeOf(k.ackMark)
     const epoch = await PRELOAD.run(
       this.client,
-      [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders, k.returned],
+      [k.meta, k.stock, k.buyers, k.idem, k.status, k.orders, k.returned, k.restocks],
       [
         sale.round,
         sale.stockTotal,
@@ -137,18 +137,25 @@ export class SaleStore extends SaleReads {
     return Number(epoch)
   }
 
-  /** Adds `units` to the round's stock; undefined if the sale is not in that round in Redis. */
+  /**
+   * Adds restock `restockId`'s `units` to the round's stock, once however often called
+   * (restock.lua); undefined if the sale is not in that round in Redis. Bounded in time: the
+   * caller leaves the restock pending and it is applied again later.
+   */
   async restock(
     productId: string,
     round: number,
     units: number,
-  ): Promise<{ epoch: number; stock: number } | undefined> {
+    restockId: string,
+  ): Promise<{ epoch: number; stock: number; appliedNow: boolean } | undefined> {
     const k = saleKeys(productId)
-    const reply = (await RESTOCK.run(this.client, [k.meta, k.stock], [units, round, k.events])) as [
-      number,
-      number,
-    ]
-    return reply[0] < 0 ? undefined : { epoch: Number(reply[0]), stock: Number(reply[1]) }
+    const reply = await withTimeout(
+      RESTOCK.run(this.client, [k.meta, k.stock, k.restocks], [units, round, k.events, restockId]),
+      READ_DEADLINE_MS,
+    )
+    if (!Array.isArray(reply) || reply.length !== 3) throw new UnexpectedScriptReplyError('restock', reply)
+    if (Number(reply[0]) < 0) return undefined
+    return { epoch: Number(reply[0]), stock: Number(reply[1]), appliedNow: Number(reply[2]) === 1 }
   }
 
   /**

@@ -190,6 +190,31 @@ export class OrderReaders {
     return r.rows.map((row) => row.order_id)
   }
 
+  /**
+   * The round's orders that failed for a reason that is not the buyer's (issue 37): a unit
+   * reserved twice for one user, or sold out in SQL though Redis reserved it. Each was answered
+   * 200 or 202 and never became a live order. Per reason.
+   */
+  async failedNotByBuyer(productId: string, round: number): Promise<Record<string, number>> {
+    const r = await this.db.query<{ failure_reason: string; n: number }>(
+      `SELECT failure_reason, count(*)::int AS n FROM orders
+         WHERE product_id = $1 AND round = $2 AND status = 'failed'
+           AND failure_reason IN ('duplicate_unit', 'sold_out_in_sql')
+         GROUP BY failure_reason ORDER BY failure_reason`,
+      [productId, round],
+    )
+    return Object.fromEntries(r.rows.map((row) => [row.failure_reason, Number(row.n)]))
+  }
+
+  /** The round's restocks Redis may not hold yet (sale/restocks.ts): id and units. */
+  async pendingRestocks(productId: string, round: number): Promise<{ restock_id: string; units: number }[]> {
+    const r = await this.db.query<{ restock_id: string; units: number }>(
+      `SELECT restock_id, units FROM restocks WHERE product_id = $1 AND round = $2 AND state = 'pending'`,
+      [productId, round],
+    )
+    return r.rows
+  }
+
   /** How many of these orders SQL holds, in any status (the books: an unsettled event already persisted). */
   async countExisting(orderIds: readonly string[]): Promise<number> {
     if (orderIds.length === 0) return 0
@@ -238,7 +263,10 @@ export class OrderReaders {
 export type OrderReader = Pick<OrderReaders, 'order' | 'holdsUnit'>
 
 /** What the unit books (orders/books.ts) read. */
-export type UnitBooksReader = Pick<OrderReaders, 'saleCounts' | 'countExisting' | 'pendingReturnIds'>
+export type UnitBooksReader = Pick<
+  OrderReaders,
+  'saleCounts' | 'countExisting' | 'pendingReturnIds' | 'pendingRestocks'
+>
 
 /** What the worker's gauges (orders/sale-gauges.ts) and its sale list read. */
 export type GaugeReader = UnitBooksReader & Pick<OrderReaders, 'sales' | 'negativeWallets'>
@@ -246,5 +274,13 @@ export type GaugeReader = UnitBooksReader & Pick<OrderReaders, 'sales' | 'negati
 /** What `reconcile` reads (with the unit books). */
 export type BooksReader = Pick<
   OrderReaders,
-  'sales' | 'saleCounts' | 'money' | 'walletBooks' | 'walletTotals' | 'pendingReturnIds' | 'countExisting'
+  | 'sales'
+  | 'saleCounts'
+  | 'money'
+  | 'walletBooks'
+  | 'walletTotals'
+  | 'pendingReturnIds'
+  | 'pendingRestocks'
+  | 'failedNotByBuyer'
+  | 'countExisting'
 >

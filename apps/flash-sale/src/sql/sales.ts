@@ -49,15 +49,6 @@ export async function writeSale(c: Queryable, input: SaleInput): Promise<{ round
   return r.rows[0]!
 }
 
-/** Adds units to the sale's stock_total (its row locked until the caller commits); no row: no sale. */
-export function addStock(c: Queryable, productId: string, units: number) {
-  return c.query<{ round: number; stock_total: number }>(
-    `UPDATE sales SET stock_total = stock_total + $2, updated_at = now() WHERE product_id = $1
-       RETURNING round, stock_total`,
-    [productId, units],
-  )
-}
-
 /** A product's name and price (the catalog's loader). */
 export function productRow(db: Db, productId: string) {
   return db.query<{ name: string; price_cents: string }>(

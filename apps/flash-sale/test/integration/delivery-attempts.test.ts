@@ -11,6 +11,7 @@ import { connectDb, type Db } from '../../src/db/database.js'
 import { migrate } from '../../src/db/migrate.js'
 import type { OrderSink, SinkEntry, SinkResult } from '../../src/orders/order-sink.js'
 import { OrderStore } from '../../src/orders/order-store.js'
+import { reconcile } from '../../src/orders/reconcile.js'
 import { SqlSink } from '../../src/orders/sql-sink.js'
 import { StreamConsumer } from '../../src/orders/stream-consumer.js'
 import { ackRoute, connectSaleRedis, type RedisClient, whenReady } from '../../src/redis/connect.js'
@@ -254,4 +255,24 @@ it('SQL down while the worker is killed and restarted: outages never count, ever
     { what: 'every order persisted', timeoutMs: 60_000 },
   )
   expect(await client.xlen(saleKeys(productId).dead)).toBe(0)
+})
+
+it('reconcile names what broke a promise: dead-lettered events and orders failed for a reason not the buyer’s', async () => {
+  const report = await reconcile(orders, client, new SaleStore(client))
+  const problems = (id: string) => report.find((s) => s.product_id === id)?.problems ?? []
+  // att1 and att3 ended sound; att2's poison events were dead-lettered.
+  expect(problems('att1')).toEqual([])
+  expect(problems('att3')).toEqual([])
+  expect(problems('att2')).toContainEqual(
+    expect.stringMatching(new RegExp(`^${ORDERS} order event\\(s\\) dead-lettered`)),
+  )
+  // An order SQL failed as a second unit of its user: reserved, answered, never live.
+  await db.query(
+    `INSERT INTO orders (order_id, product_id, round, user_id, unit_no, price_cents, status, failure_reason, strategy, reserved_at)
+       VALUES ('att1.planted', 'att1', 1, 'u0', 1, 100, 'failed', 'duplicate_unit', 'lua', now())`,
+  )
+  const again = await reconcile(orders, client, new SaleStore(client))
+  expect(again.find((s) => s.product_id === 'att1')?.problems).toContainEqual(
+    expect.stringMatching(/^1 order\(s\) reserved in Redis then failed duplicate_unit/),
+  )
 })

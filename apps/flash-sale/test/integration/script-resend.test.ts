@@ -37,6 +37,13 @@ beforeAll(async () => {
     [`${master.host}:${master.port}`]: { host: '127.0.0.1', port: proxy.port },
   })
   await whenReady(client, 20_000)
+  // The sale's slot answered through the proxy (a slot table read while the Cluster was still
+  // settling can redirect the first calls).
+  await eventually(
+    () => client.get(saleKeys(PRODUCT).meta).then(() => true),
+    (ok) => ok,
+    { what: "the sale's slot answers through the proxy" },
+  )
   node = new Redis({ host: master.host, port: master.port, password: 'pw' })
   store = new SaleStore(client)
 }, 60_000)
@@ -52,7 +59,13 @@ afterAll(async () => {
  * Runs `call` with its reply held back until `ran()` shows on the node, then drops the client's
  * connections: the client sends the call again, and its answer is what `call` resolves to.
  */
-async function resent<T>(call: () => Promise<T>, ran: () => Promise<boolean>): Promise<T> {
+async function resent<T>(
+  call: () => Promise<T>,
+  ran: () => Promise<boolean>,
+  /** Scripts `ran` itself runs on the node. */
+  othersRun = 0,
+): Promise<T> {
+  const before = await scriptRuns()
   proxy.setLatency(1_000, 0, 'to-client')
   const answer = call()
   answer.catch(() => {}) // awaited below
@@ -62,7 +75,18 @@ async function resent<T>(call: () => Promise<T>, ran: () => Promise<boolean>): P
     proxy.reset()
     proxy.dropConnections()
   }
-  return answer
+  const reply = await answer
+  // The call really ran twice on the node (else this test would prove nothing).
+  expect((await scriptRuns()) - before - othersRun).toBeGreaterThanOrEqual(2)
+  return reply
+}
+
+/** Scripts the sale's master has run (EVALSHA and EVAL calls, INFO commandstats). */
+async function scriptRuns(): Promise<number> {
+  const info = await node.info('commandstats')
+  let n = 0
+  for (const m of info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) n += Number(m[1])
+  return n
 }
 
 async function preload(round: number, perUserLimit: number, stock = 10): Promise<number> {
@@ -152,6 +176,7 @@ it('a preload sent twice, with a reservation in between: the reservation is kept
         expect(r.code).toBe('RESERVED')
         return true
       },
+      1,
     )
     expect(epoch).toBe(epochBefore + 1)
     expect(Number(await node.hget(k.meta, 'epoch'))).toBe(epochBefore + 1)
@@ -161,4 +186,17 @@ it('a preload sent twice, with a reservation in between: the reservation is kept
   } finally {
     direct.disconnect()
   }
+})
+
+it('a restock sent twice: its units added once, the epoch raised once', async () => {
+  await preload(6, 1, 5)
+  const epochBefore = Number(await node.hget(k.meta, 'epoch'))
+  const reply = await resent(
+    () => store.restock(PRODUCT, 6, 3, '9001'),
+    async () => (await node.get(k.stock)) === '8',
+  )
+  expect(reply).toEqual({ epoch: epochBefore + 1, stock: 8, appliedNow: false })
+  expect(await node.get(k.stock)).toBe('8')
+  expect(await node.hget(k.meta, 'stock_total')).toBe('8')
+  expect(Number(await node.hget(k.meta, 'epoch'))).toBe(epochBefore + 1)
 })

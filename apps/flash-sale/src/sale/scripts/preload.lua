@@ -5,7 +5,7 @@
 -- never reset), and every instance is told: whatever it answered from memory is void.
 --
 -- KEYS[1] meta  KEYS[2] stock  KEYS[3] buyers  KEYS[4] idem  KEYS[5] status  KEYS[6] orders (stream)
--- KEYS[7] returned (the round's returned units)
+-- KEYS[7] returned (the round's returned units)  KEYS[8] restocks (the round's restock ids)
 -- ARGV[1] round  ARGV[2] stock_total  ARGV[3] price_cents  ARGV[4] starts_at_ms (0 = now)
 -- ARGV[5] ends_at_ms (0 = open-ended)  ARGV[6] per_user_limit  ARGV[7] worker group name
 -- ARGV[8] the sale's notification channel (sharded pub/sub)
@@ -19,7 +19,7 @@
 if redis.call('HGET', KEYS[1], 'round') == ARGV[1] then
   return tonumber(redis.call('HGET', KEYS[1], 'epoch'))
 end
-redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[7])
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[7], KEYS[8])
 redis.call('HSET', KEYS[1], 'round', ARGV[1], 'stock_total', ARGV[2], 'price_cents', ARGV[3],
   'starts_at_ms', ARGV[4], 'ends_at_ms', ARGV[5], 'per_user_limit', ARGV[6],
   'payment', ARGV[9], 'hold_seconds', ARGV[10])
