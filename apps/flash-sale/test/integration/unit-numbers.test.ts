@@ -103,7 +103,11 @@ describe('unit numbers after returns, per-user limit above one', () => {
 
     const refund = await admin(`/admin/orders/${a.body.order_id}/refund`)
     expect(refund.statusCode, refund.body).toBe(200)
-    await eventually(() => stock('un1'), (s) => s === 9, { what: "A's unit back on sale" })
+    await eventually(
+      () => stock('un1'),
+      (s) => s === 9,
+      { what: "A's unit back on sale" },
+    )
 
     const c = await buy('un1', 'u1')
     expect(c.status).toBe(200)
@@ -121,7 +125,9 @@ describe('unit numbers after returns, per-user limit above one', () => {
     const wallet = await runtime.db.query(
       `SELECT charged_cents, refunded_cents FROM wallets WHERE user_id = 'u1'`,
     )
-    expect(wallet.rows).toEqual([{ charged_cents: String(3 * PRICE * 100), refunded_cents: String(PRICE * 100) }])
+    expect(wallet.rows).toEqual([
+      { charged_cents: String(3 * PRICE * 100), refunded_cents: String(PRICE * 100) },
+    ])
   })
 
   it('limit 3: refunds of the first and the middle unit, then two purchases: each takes a free number', async () => {
@@ -132,12 +138,20 @@ describe('unit numbers after returns, per-user limit above one', () => {
     for (const r of first) await settled(r.body.order_id, 'confirmed')
     const [x, y, z] = first.map((r) => r.body.order_id as string)
     for (const id of [x, y]) expect((await admin(`/admin/orders/${id}/refund`)).statusCode).toBe(200)
-    await eventually(() => stock('un2'), (s) => s === 9, { what: 'two units back on sale' })
+    await eventually(
+      () => stock('un2'),
+      (s) => s === 9,
+      { what: 'two units back on sale' },
+    )
     // Only z (unit 3) is live: count + 1 would give the next purchase unit 2, then unit 3 (z's).
     const p = await buy('un2', 'u2')
     const q = await buy('un2', 'u2')
     expect([p.status, q.status]).toEqual([200, 200])
-    for (const r of [p, q]) expect(await settled(r.body.order_id, 'confirmed')).toEqual({ status: 'confirmed', failure_reason: null })
+    for (const r of [p, q])
+      expect(await settled(r.body.order_id, 'confirmed')).toEqual({
+        status: 'confirmed',
+        failure_reason: null,
+      })
     const refused = await buy('un2', 'u2')
     expect(refused.body.error.code).toBe('ALREADY_PURCHASED')
     expect([z, p.body.order_id, q.body.order_id]).toContain(refused.body.error.order_id)
@@ -163,7 +177,11 @@ describe('unit numbers after returns, per-user limit above one', () => {
       payload: { user_id: 'u3' },
     })
     expect(cancel.statusCode, cancel.body).toBe(200)
-    await eventually(() => stock('un3'), (s) => s === 4, { what: "the cancelled unit back on sale" })
+    await eventually(
+      () => stock('un3'),
+      (s) => s === 4,
+      { what: 'the cancelled unit back on sale' },
+    )
     const c = await buy('un3', 'u3')
     expect(c.status).toBe(200)
     expect(await settled(c.body.order_id, 'reserved')).toEqual({ status: 'reserved', failure_reason: null })
