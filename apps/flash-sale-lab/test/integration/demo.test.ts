@@ -198,13 +198,34 @@ describe('flash-sale-lab demo, quick profile, every fault', () => {
     expect(lua.room.figures.waitToAdmissionMs!.max).toBeGreaterThan(0)
   })
 
-  it('naive oversells the 100 units, and the verdict says it was expected', () => {
-    const story = strategy('naive').phases.find((p) => p.id === 'sale-100')!
-    expect(story.summary.oversold).toBeGreaterThan(0)
-    expect(story.summary.sold).toBeGreaterThan(story.stock)
-    expect(story.summary.verdict).toBe('expected-fail')
+  // Naive oversells only when two checkouts interleave between its read and its write: the demo's
+  // load makes that likely, not certain (the quick profile on a quiet machine may sell cleanly).
+  // The oversell itself is forced in apps/flash-sale/test/integration/checkout-naive.test.ts; here
+  // the demo must say which happened, and count an oversell as expected, never as a failure.
+  it('naive: the verdict says whether it oversold, and an oversell is expected, not a failure', () => {
+    let oversold = 0
+    for (const p of strategy('naive').phases) {
+      const r = p.summary
+      const what = `naive ${p.id}: ${(r.notes ?? []).join('; ')}`
+      expect(r.verdict, what).not.toBe('fail')
+      oversold += r.oversold
+      if (r.oversold > 0) {
+        expect(r.verdict, what).toBe('expected-fail')
+        expect(r.sold, what).toBeGreaterThan(p.stock)
+        expect(
+          r.notes?.some((n) => n.startsWith(`oversold ${r.oversold} unit(s)`)),
+          what,
+        ).toBe(true)
+      } else if (r.verdict === 'pass') {
+        expect(r.notes, what).toContain('naive did not oversell this time')
+      }
+    }
     expect(result.ok).toBe(true)
-    expect(result.input.verdict.details?.join(' ')).toMatch(/naive oversold \d+ unit/)
+    expect(result.input.verdict.details).toContainEqual(
+      oversold > 0
+        ? expect.stringMatching(new RegExp(`^naive oversold ${oversold} unit\\(s\\), as expected`))
+        : expect.stringMatching(/^naive did not oversell this time/),
+    )
   })
 
   it('writes the HTML report and its JSON', () => {
