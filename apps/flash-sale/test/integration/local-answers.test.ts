@@ -214,7 +214,8 @@ describe('a sold-out sale answered from memory', () => {
     expect(restocked.remaining).toBe(20)
     // Every connection: each of the 20 units is sold, on whichever instance.
     const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => checkout(productId, 40_000 + i)))
-    const sold = answers.filter((a) => a.status === 200).length
+    // 202: reserved, no replica acknowledged it within WAIT_TIMEOUT_MS (a loaded machine).
+    const sold = answers.filter((a) => a.status === 200 || a.status === 202).length
     expect(sold).toBe(20)
     expect(Date.now() - at).toBeLessThan(1_000 + 2_000) // 1 s promised, with a loaded machine's slack
     expect(restocked.epoch).toBeGreaterThan(epochBefore)
@@ -267,7 +268,7 @@ describe('a sold-out sale answered from memory', () => {
     expect(res.status).toBe(200)
     for (const k of keys) expect(await checkout(productId, k.user, k.key)).toEqual(first.get(k.key))
     const sold = await Promise.all(Array.from({ length: 4 }, (_, i) => checkout(productId, 80_000 + i)))
-    expect(sold.filter((a) => a.status === 200)).toHaveLength(2)
+    expect(sold.filter((a) => a.status === 200 || a.status === 202)).toHaveLength(2)
     for (const k of keys) expect(await checkout(productId, k.user, k.key)).toEqual(first.get(k.key))
   })
 
@@ -408,7 +409,7 @@ describe('a sold-out sale answered from memory', () => {
       await eventually(
         async () => {
           const answers = await Promise.all(Array.from({ length: 10 }, () => checkout(productId, user++)))
-          const ok = answers.filter((a) => a.status === 200).length
+          const ok = answers.filter((a) => a.status === 200 || a.status === 202).length
           if (ok > 0 && firstSaleAt === 0) firstSaleAt = Date.now()
           sold += ok
           return sold
