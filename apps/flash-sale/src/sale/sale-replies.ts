@@ -52,7 +52,9 @@ export interface ReserveReply {
   /**
    * With replica acknowledgements, for ALREADY_PURCHASED: whether the buyer record it comes from
    * was shown durable (a replica holds it, or the master is alone: replica-acks.ts). A master cut
-   * off from its replica may name an order that the next failover drops (issue 20).
+   * off from its replica may name an order that the next failover drops (issue 20). For a refusal
+   * recorded under an Idempotency-Key (SOLD_OUT, SALE_ENDED): whether that record was shown
+   * durable; one that was not is no final answer (issue 37 item 5).
    */
   durable?: boolean
   /** With replica acknowledgements: the node the reservation was sent to (ReplicaAcks.nodeOf). */
@@ -95,6 +97,15 @@ export interface RefuseInput {
  * A key whose earlier answer was RESERVED is replayed with its confirmation, as reserve.lua's
  * replay would be (a repeat must not look more durable than the original).
  */
+/**
+ * A final refusal recorded under the checkout's Idempotency-Key: answered only once the record is
+ * shown durable. A master cut off from its replica refused 30 keys SOLD_OUT while the units it had
+ * reserved were lost in the failover, and the promoted master sold to the same keys (issue 37).
+ */
+export function isRecordedRefusal(code: string, idempotencyKey: string | undefined): boolean {
+  return idempotencyKey !== undefined && (code === 'SOLD_OUT' || code === 'SALE_ENDED')
+}
+
 export type RefuseReply =
   | { code: 'STALE' }
   | {

@@ -9,6 +9,7 @@ import { isDurable, type ReplicaAcks } from '../redis/replica-acks.js'
 import { TimeoutError, withTimeout } from '../runtime-timeout.js'
 import { READ_DEADLINE_MS, SaleReads } from './sale-reads.js'
 import {
+  isRecordedRefusal,
   type RefuseInput,
   type RefuseReply,
   ReservationScriptError,
@@ -41,7 +42,7 @@ export type {
   UnitReturn,
   UnitReturnReply,
 } from './sale-replies.js'
-export { ReservationScriptError, UnexpectedScriptReplyError } from './sale-replies.js'
+export { isRecordedRefusal, ReservationScriptError, UnexpectedScriptReplyError } from './sale-replies.js'
 
 /**
  * Checkouts per script call: a script holds the Redis thread while it runs (a checkout costs it
@@ -347,8 +348,13 @@ export class SaleStore extends SaleReads {
         }
         if (payByMs !== undefined && code === 'RESERVED' && !reply.replayed) reply.payByMs = payByMs
         if (holdSeconds > 0) reply.hold = true
-        // ALREADY_PURCHASED names the user's order from the buyer record: shown durable first too.
-        if ((code === 'RESERVED' || code === 'ALREADY_PURCHASED') && this.#acks) reserved.push([item, reply])
+        // ALREADY_PURCHASED names the user's order from the buyer record, and a keyed refusal is
+        // kept under the key as final: shown durable first too.
+        const confirm =
+          code === 'RESERVED' ||
+          code === 'ALREADY_PURCHASED' ||
+          isRecordedRefusal(code, item.input.idempotencyKey)
+        if (confirm && this.#acks) reserved.push([item, reply])
         else item.resolve(reply)
       }
     }
@@ -403,8 +409,15 @@ export class SaleStore extends SaleReads {
           replayed: Number(raw[i * 3 + 2]) === 1,
           replicated: false,
         }
-        // The key's recorded answer names an order: shown durable first, as in #reserve.
-        if ((code === 'RESERVED' || code === 'ALREADY_PURCHASED') && this.#acks) reserved.push([item, reply])
+        // The key's recorded answer names an order, or is a final refusal: shown durable first,
+        // as in #reserve.
+        if (
+          (code === 'RESERVED' ||
+            code === 'ALREADY_PURCHASED' ||
+            isRecordedRefusal(code, item.input.idempotencyKey)) &&
+          this.#acks
+        )
+          reserved.push([item, reply])
         else item.resolve(reply)
       }
     }

@@ -4,7 +4,7 @@ import { type Refusal, saleRefusal, unavailable } from '../domain/refusals.js'
 import { isRedisOutage } from '../redis/redis-errors.js'
 import { TimeoutError, withTimeout } from '../runtime-timeout.js'
 import type { LocalAnswer, SaleSnapshots } from '../sale/sale-snapshots.js'
-import type { RefuseReply, ReserveReply, SaleStore } from '../sale/sale-store.js'
+import { isRecordedRefusal, type RefuseReply, type ReserveReply, type SaleStore } from '../sale/sale-store.js'
 import type { StockView } from '../sale/stock-view.js'
 import type { CheckoutOutcome, CheckoutRequest, CheckoutResult, CheckoutStrategy } from './strategy.js'
 import { refused } from './strategy.js'
@@ -87,6 +87,7 @@ export class LuaStrategy implements CheckoutStrategy {
         : reservation)
       if (reply.code === 'ALREADY_PURCHASED' && reply.durable === false)
         return await this.#unconfirmedPurchase(req, reply.orderId, reply.servedBy, deadline)
+      if (isRecordedRefusal(reply.code, req.idempotencyKey) && reply.durable === false) return unkeptRefusal()
       if (reply.code === 'UNKNOWN_PRODUCT' && (await this.#saleKnownElsewhere(req.productId, deadline)))
         return refused(unavailable("the sale's Redis node does not know this sale yet (a failover)", 1))
       const outcome = this.#outcome(req, reply)
@@ -147,6 +148,8 @@ export class LuaStrategy implements CheckoutStrategy {
     }
     if (recorded.code === 'ALREADY_PURCHASED' && recorded.durable === false)
       return this.#unconfirmedPurchase(req, recorded.orderId, recorded.servedBy, deadline)
+    if (isRecordedRefusal(recorded.code, req.idempotencyKey) && recorded.durable === false)
+      return unkeptRefusal()
     this.#rememberKey(req, local.epoch, recorded.code, recorded.orderId)
     return refused(saleRefusal(recorded.code, req.productId, recorded.orderId))
   }
@@ -316,4 +319,13 @@ export class LuaStrategy implements CheckoutStrategy {
   }
 
   async close(): Promise<void> {}
+}
+
+/**
+ * A final refusal recorded under the key on a master that could not show a replica holds it: it
+ * may be cut off and about to be deposed, and the promoted master may sell to the same key. No
+ * final answer yet: 503, and the client retries with the same Idempotency-Key (issue 37 item 5).
+ */
+function unkeptRefusal(): CheckoutOutcome {
+  return refused(unavailable("the sale's Redis master cannot show yet that this answer is kept", 1))
 }
