@@ -20,11 +20,13 @@ export class SaleReads {
     await Promise.all(
       productIds.map(async (id) => {
         const k = saleKeys(id)
+        // One sale's master out of reach costs that sale's answer, not the others'.
         const r = await withTimeout(
           this.client.pipeline().hget(k.meta, 'epoch').get(k.stock).exec(),
           READ_DEADLINE_MS,
-        )
-        const [e, s] = r ?? []
+        ).catch(() => undefined)
+        if (!r) return
+        const [e, s] = r
         if (e?.[0] || s?.[0]) return
         out.set(id, { epoch: Number(e?.[1] ?? 0), remaining: Number(s?.[1] ?? 0) })
       }),

@@ -16,6 +16,14 @@ export interface SnapshotOptions {
   /** Every known sale's epoch is read this often (a lost notification costs at most this). @defaultValue 1000 */
   checkIntervalMs?: number
   /**
+   * The freshness bound of every answer from memory (issue 37 item 7): a sale whose epoch no read
+   * of its master confirmed within this long is not answered from memory, so an instance cut off
+   * from the sale's master answers as a checkout that reaches for Redis does (503), not "sold out"
+   * from a snapshot of any age while the sale may have been restocked elsewhere. Confirmed by
+   * each per-second epoch read, each batch reply and each notification. @defaultValue 3000
+   */
+  maxAgeMs?: number
+  /**
    * Around the sale's start and end, checkouts go to Redis: its clock (TIME) decides, and this
    * instance's may be off by up to this much. @defaultValue 1000
    */
@@ -51,6 +59,8 @@ interface Known {
   /** The waiting room's generation at `epoch` ('' none), as the last batch or read saw it. */
   roomGen: string
   soldOut: boolean
+  /** When a read of the sale's master last showed `epoch` current (Date.now()). */
+  seenAt: number
   /** Loaded once the sale is sold out at `epoch`; undefined while loading or over the bound. */
   state: SaleState | undefined
   loading: boolean
@@ -96,6 +106,7 @@ export class SaleSnapshots {
       maxBuyers: 100_000,
       maxKeys: 100_000,
       checkIntervalMs: 1_000,
+      maxAgeMs: 3_000,
       clockMarginMs: 1_000,
       ...options,
     }
@@ -116,6 +127,7 @@ export class SaleSnapshots {
   observe(productId: string, epoch: number, remaining: number, roomGen: string): void {
     const k = this.#at(productId, epoch)
     if (k === undefined) return
+    k.seenAt = Date.now()
     k.roomGen = roomGen
     if (remaining <= 0 && !k.soldOut) this.#soldOut(productId, k)
   }
@@ -126,6 +138,7 @@ export class SaleSnapshots {
     const epoch = Number(n)
     if (!Number.isSafeInteger(epoch)) return
     const k = this.#at(productId, epoch)
+    if (k !== undefined) k.seenAt = Date.now()
     if (k !== undefined && kind === 'sold-out' && !k.soldOut) this.#soldOut(productId, k)
   }
 
@@ -145,6 +158,7 @@ export class SaleSnapshots {
     const k = this.#sales.get(productId)
     const s = k?.state
     if (!k?.soldOut || s === undefined || s.buyers === undefined || s.roomGen !== '') return undefined
+    if (!this.#fresh(k, now)) return undefined
     const margin = this.#o.clockMarginMs
     if (now < s.startsAtMs + margin) return undefined
     if (s.endsAtMs > 0 && now >= s.endsAtMs - margin) {
@@ -186,7 +200,13 @@ export class SaleSnapshots {
    */
   answering(key: string | undefined): boolean {
     for (const k of this.#sales.values())
-      if (k.soldOut && k.state !== undefined && (key === undefined || k.keys?.has(key) === true)) return true
+      if (
+        k.soldOut &&
+        k.state !== undefined &&
+        this.#fresh(k, Date.now()) &&
+        (key === undefined || k.keys?.has(key) === true)
+      )
+        return true
     return false
   }
 
@@ -219,6 +239,7 @@ export class SaleSnapshots {
           this.#at(id, epoch)
         }
         const fresh = this.#sales.get(id)
+        if (fresh) fresh.seenAt = Date.now()
         // Stock again within the same epoch cannot happen (it would have raised the epoch); if
         // it did, memory is not to be trusted.
         if (fresh?.soldOut && remaining > 0) this.#sales.delete(id)
@@ -227,6 +248,11 @@ export class SaleSnapshots {
     } finally {
       this.#checking = false
     }
+  }
+
+  /** Was the sale's epoch confirmed by its master within maxAgeMs? */
+  #fresh(k: Known, now: number): boolean {
+    return now - k.seenAt <= this.#o.maxAgeMs
   }
 
   #give(a: LocalAnswer, count = true): LocalAnswer {
@@ -241,6 +267,7 @@ export class SaleSnapshots {
     if (k !== undefined && epoch === k.epoch) return k
     const fresh: Known = {
       epoch,
+      seenAt: Date.now(),
       roomGen: k?.roomGen ?? '',
       soldOut: false,
       state: undefined,
