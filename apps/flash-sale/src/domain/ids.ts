@@ -17,6 +17,8 @@ const ID_RANDOM_BYTES = 9
  * costs nothing. The bytes are as random; each is used once.
  */
 const IDS_PER_DRAW = 512
+/** base64url characters of the random part: 4 per 3 bytes. */
+const RANDOM_CHARS = (ID_RANDOM_BYTES / 3) * 4
 let pool = Buffer.alloc(0)
 let at = 0
 
@@ -29,6 +31,19 @@ export function newOrderId(productId: string): string {
   const random = pool.toString('base64url', at, at + ID_RANDOM_BYTES)
   at += ID_RANDOM_BYTES
   return `${productId}.${Date.now().toString(36)}${random}`
+}
+
+/**
+ * When an order id was made (ms), from its time part (newOrderId); undefined if it is not of
+ * that form. Only ever a lower bound of anything: ids are made by the service, but anyone can
+ * write one.
+ */
+export function orderIdTime(orderId: string): number | undefined {
+  const rest = orderId.slice(orderId.indexOf('.') + 1)
+  const time = rest.slice(0, -RANDOM_CHARS)
+  if (rest.length <= RANDOM_CHARS || !/^[0-9a-z]{1,11}$/.test(time)) return undefined
+  const ms = Number.parseInt(time, 36)
+  return Number.isSafeInteger(ms) ? ms : undefined
 }
 
 export function productOfOrder(orderId: string): string | undefined {

@@ -1,22 +1,38 @@
 import type { FastifyInstance } from 'fastify'
 import type { AppDeps } from '../app-deps.js'
-import { productOfOrder } from '../domain/ids.js'
+import { orderIdTime, productOfOrder } from '../domain/ids.js'
 import { orderDetails } from '../sql/held-orders.js'
 import { ApiError } from './api-error.js'
 
 /**
+ * An order neither Redis nor SQL holds, older than this, was answered 202 and then lost: a
+ * failover promoted a replica that never received the reservation (only a 202 can be lost so: a
+ * 200 was on a replica). Its poll ends in `failed` with failure_reason `not_kept` ("nothing was
+ * charged, buy again") instead of UNKNOWN_ORDER for ever (issue 37). Before it, UNKNOWN_ORDER:
+ * a poll during the failover itself may read a node that is about to learn of it.
+ */
+export const ORDER_LOST_AFTER_MS = 30_000
+
+/** Final statuses in Redis that nothing changes afterwards; others are asked of SQL (a refund can follow confirmed or paid). */
+const FINAL_IN_REDIS = new Set(['refunded', 'cancelled', 'expired'])
+
+/**
  * GET /v1/orders/:order_id → reserved (Redis) → confirmed (persisted in SQL) or failed; for hold
  * sales reserved (in SQL, with pay_by) → paid | cancelled | expired (domain/order-states.ts).
+ * SQL's word wins over Redis's: Redis's status of a confirmed or paid order can be stale (a
+ * refund committed between the worker's commit and its settle, issue 37 item 8).
  */
 export async function orderRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   app.get<{ Params: { order_id: string } }>('/v1/orders/:order_id', async (request) => {
     const orderId = request.params.order_id
     const productId = productOfOrder(orderId)
     if (productId === undefined) throw new ApiError('UNKNOWN_ORDER', `no order ${orderId}`)
-    const cached = await deps.store.orderStatus(productId, orderId).catch(() => undefined)
-    // A final status in Redis is the answer (the worker, a payment, a return wrote it there after
-    // SQL); reserved (not persisted yet, or held until pay_by) and failed (failure_reason) come from SQL.
-    if (cached && cached.status !== 'reserved' && cached.status !== 'failed') {
+    let redisFailure: { err: unknown } | undefined
+    const cached = await deps.store.orderStatus(productId, orderId).catch((err: unknown) => {
+      redisFailure = { err }
+      return undefined
+    })
+    if (cached && FINAL_IN_REDIS.has(cached.status)) {
       return { order_id: orderId, status: cached.status, product_id: productId, user_id: cached.userId }
     }
     let row: Awaited<ReturnType<typeof orderDetails>>
@@ -47,6 +63,21 @@ export async function orderRoutes(app: FastifyInstance, deps: AppDeps): Promise<
         ...(payBy !== undefined ? { pay_by: new Date(payBy).toISOString() } : {}),
       }
     }
+    // Redis could not be asked: whether it holds the order is unknown (503, poll again).
+    if (redisFailure) throw redisFailure.err
+    const madeAt = orderIdTime(orderId)
+    if (
+      madeAt !== undefined &&
+      Date.now() - madeAt > ORDER_LOST_AFTER_MS &&
+      (await deps.orders.saleCounts(productId))
+    )
+      return {
+        order_id: orderId,
+        status: 'failed',
+        product_id: productId,
+        failure_reason: 'not_kept',
+        message: 'the reservation was lost in a failover before it was kept; nothing was charged: buy again',
+      }
     throw new ApiError('UNKNOWN_ORDER', `no order ${orderId}`)
   })
 }
