@@ -10,8 +10,10 @@ import { useStack } from '../support/stack-fixture.js'
 // Issue 37's fault generator (STYLE.md §14): seeded random operations through the HTTP API (keyed
 // and keyless checkouts, fast repeats of a key, limits 1–3, pay, cancel, expiry, refunds,
 // restocks, resets) against seeded random faults (kill -9 of the worker, of a serve instance, of
-// the sale's master; SIGSTOP of its replica; CLIENT KILL storms on the app's connections; a cut
-// between the master and its replica), then one checker of every promise (checker.ts).
+// the sale's master; SIGSTOP of its replica; CLIENT KILL storms on the app's connections;
+// partitions a and b of partition-faults.ts), then one checker of every promise (checker.ts).
+// Seeds replay the same choices for the same code: a change to the weights or the plan changes
+// what a seed does, so a fixed seed is re-checked (and its comment updated) after such a change.
 //
 // Replay a seed: FAULT_SEED=<n> npx vitest run --project crowd apps/flash-sale/test/crowd/fault-generator.test.ts
 // (FAULT_LOAD_MS changes the load time, FAULT_SEEDS how many seeds a run without FAULT_SEED takes.)
@@ -20,7 +22,15 @@ import { useStack } from '../support/stack-fixture.js'
  * Seeds that once failed, run first on every CI run (then fresh random seeds up to SEEDS). Each
  * names what broke; a seed stays after its fix.
  */
-const FIXED_SEEDS: readonly number[] = []
+const FIXED_SEEDS: readonly number[] = [
+  // OPEN (found 2026, the fault generator's first runs; the lead decides the fix): a hold sale
+  // reset (its second round) while its first round's orders were answered 200/202 but not yet in
+  // SQL (the worker holding back entries no replica confirmed, partition-b); pay/cancel of those
+  // orders answered 404 UNKNOWN_ORDER, a final answer, and the orders then ended failed in SQL
+  // (stale_round). Shortest sequence: hold sale, checkout 200, the worker kept from persisting it,
+  // PUT /admin/sales/:id (reset), POST /v1/orders/:id/pay → 404; later the order is failed.
+  1161196802,
+]
 
 const SEEDS = Number(process.env.FAULT_SEEDS ?? 3)
 const LOAD_MS = Number(process.env.FAULT_LOAD_MS ?? 45_000)
@@ -33,6 +43,7 @@ const FAULT_WEIGHTS: Partial<Record<FaultKind, number>> = {
   'kill-master': 2,
   'stop-replica': 3,
   'client-kill-storm': 4,
+  'partition-a': 1,
   'partition-b': 1,
 }
 

@@ -261,6 +261,13 @@ export function check(
   for (const c of h.calls) {
     if (c.kind !== 'pay' && c.kind !== 'cancel' && c.kind !== 'refund') continue
     const f = finalOf(c)
+    // The order was answered 200/202 to its buyer: "no such order" is never a final answer for
+    // one SQL ends up holding (before the worker records it: 409 ORDER_PENDING, retried).
+    if (f?.status === 404 && facts.orders.has(c.orderId))
+      add(
+        'actions-hold',
+        `${c.kind} of ${c.orderId} answered 404 ${f.code ?? ''}, the order is ${facts.orders.get(c.orderId)!.status} ${facts.orders.get(c.orderId)!.failure_reason ?? ''} in SQL (${whenInRun(h, f.sentAt)})`,
+      )
     if (f?.status !== 200) continue
     const row = facts.orders.get(c.orderId)
     const want = c.kind === 'pay' ? ['paid', 'refunded'] : c.kind === 'cancel' ? ['cancelled'] : ['refunded']

@@ -18,6 +18,8 @@ import type { FaultRecord } from './history.js'
 //   client-kill-storm  CLIENT KILL USER <app> on the sale's master every everyMs for holdMs, from
 //                      an admin connection (the app's connections, the worker's too, dropped
 //                      between a script's run and its reply: issue 37 item 3)
+//   partition-a        the sale's master cut off from every other node until its replica is
+//                      promoted (partition-faults.ts a; the instances still reach the old master)
 //   partition-b        the link between the sale's master and its replica cut for 3 s (no failover)
 
 export const APP_REDIS_USER = 'flash-sale'
@@ -145,13 +147,15 @@ export class FaultRunner {
           `${kills} CLIENT KILLs every ${plan.everyMs} ms, ${dropped} connections`,
         )
       }
+      case 'partition-a':
       case 'partition-b': {
         if (!this.#partitions) return record(undefined, false, 'no network faults on this stack')
-        const f = await this.#partitions.run('b', productId, slot)
+        const kind = plan.kind === 'partition-a' ? 'a' : 'b'
+        const f = await this.#partitions.run(kind, productId, slot)
         return record(
           f.master,
-          false,
-          `link to its replica cut, resynced ${f.resyncedAt - f.healedAt} ms after the heal`,
+          kind === 'a',
+          `${kind === 'a' ? 'cut off from every node' : 'link to its replica cut'}, resynced ${f.resyncedAt - f.healedAt} ms after the heal`,
         )
       }
     }

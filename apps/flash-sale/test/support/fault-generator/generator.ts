@@ -85,6 +85,7 @@ export type FaultKind =
   | 'kill-master'
   | 'stop-replica'
   | 'client-kill-storm'
+  | 'partition-a'
   | 'partition-b'
 
 /** One fault of the schedule: what, after how long a pause, with its own parameters. */
@@ -159,7 +160,7 @@ export function planSeed(seed: number, o: GeneratorOptions): SeedPlan {
     const pauseMs = f.int(1_000, 4_000)
     const holdMs = kind === 'stop-replica' ? f.int(1_000, 3_000) : f.int(300, 2_500)
     faults.push({ kind, pauseMs, holdMs, everyMs: f.int(30, 250) })
-    t += pauseMs + holdMs + (kind === 'kill-master' || kind === 'partition-b' ? 6_000 : 1_000)
+    t += pauseMs + holdMs + (kind === 'kill-master' || kind.startsWith('partition') ? 6_000 : 1_000)
   }
   const w = root.fork('wallets')
   const brokeUsers = users.filter(() => w.chance(0.08))
