@@ -30,6 +30,11 @@ const FIXED_SEEDS: readonly number[] = [
   // (stale_round). Shortest sequence: hold sale, checkout 200, the worker kept from persisting it,
   // PUT /admin/sales/:id (reset), POST /v1/orders/:id/pay → 404; later the order is failed.
   1161196802,
+  // OPEN, issue 37 item 5 (the lead's fix in progress): partition-a on the sale's master; keys
+  // answered 409 SOLD_OUT / ALREADY_PURCHASED by the cut-off master (recorded there, never on the
+  // replica) got a reservation (200, another order) from the promoted master when repeated
+  // seconds later: one key, two final answers (4 keys in one run).
+  5,
 ]
 
 const SEEDS = Number(process.env.FAULT_SEEDS ?? 3)
