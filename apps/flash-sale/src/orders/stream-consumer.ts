@@ -302,14 +302,21 @@ export class StreamConsumer {
   /** `readAhead`: the batch came from new events ('>'), so the next may be read while it is persisted. */
   async #process(productId: string, entries: Entry[], claimed: boolean, readAhead: boolean): Promise<number> {
     const k = saleKeys(productId)
-    // A dead consumer's events: how many workers died while persisting each.
-    const died = claimed
-      ? await this.#attempts.died(
-          productId,
-          entries.map((e) => e[0]),
-        )
-      : new Map<string, number>()
-    const batch: SinkEntry[] = []
+    // How many workers died while persisting each event. New events ('>') were never attempted
+    // by this group; claimed ones and our own read again may have been.
+    const died =
+      !readAhead || claimed
+        ? await this.#attempts.died(
+            productId,
+            entries.map((e) => e[0]),
+          )
+        : new Map<string, number>()
+    let batch: SinkEntry[] = []
+    // An event a worker died on goes to the sink alone, one per round: a death then counts against
+    // the event that caused it, never against its batch-mates (which would reach the dead letters
+    // with a poison event, answered 200 and persistable). The others stay pending for the next
+    // rounds (our own pending events, read again and checked again).
+    let suspect: SinkEntry | undefined
     for (const entry of entries) {
       const [id, fields] = entry
       let event: OrderEvent
@@ -324,8 +331,10 @@ export class StreamConsumer {
         await this.#deadLetter(productId, entry, `a worker died while persisting it, ${n} times`, n)
         continue
       }
-      batch.push({ id, fields, event })
+      if (n > 0) suspect ??= { id, fields, event }
+      else batch.push({ id, fields, event })
     }
+    if (suspect) batch = [suspect]
     if (batch.length === 0) return entries.length
     // A full batch: more are likely waiting. The next one is read (and confirmed) while this one
     // is in the sink; #poll takes it if this one settles cleanly.
