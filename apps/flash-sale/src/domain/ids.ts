@@ -46,6 +46,20 @@ export function orderIdTime(orderId: string): number | undefined {
   return Number.isSafeInteger(ms) ? ms : undefined
 }
 
+/**
+ * An order neither Redis nor SQL holds may still appear for this long after its id was made: the
+ * worker may be holding its event back (no replica confirmed it yet), or a reset dropped its
+ * status while its event waits to be persisted as stale_round. Past it, such an order was lost (a
+ * failover promoted a replica that never had it: only a 202 can be lost so).
+ */
+export const ORDER_LOST_AFTER_MS = 30_000
+
+/** Could an order that no store holds now still appear (see ORDER_LOST_AFTER_MS)? */
+export function mayStillAppear(orderId: string, now = Date.now()): boolean {
+  const madeAt = orderIdTime(orderId)
+  return madeAt !== undefined && now - madeAt <= ORDER_LOST_AFTER_MS
+}
+
 export function productOfOrder(orderId: string): string | undefined {
   const i = orderId.indexOf('.')
   if (i <= 0 || orderId.length > 128) return undefined

@@ -1,6 +1,6 @@
 import { Script } from 'kunci'
 import { type Db, inTransaction } from '../db/database.js'
-import { productOfOrder } from '../domain/ids.js'
+import { mayStillAppear, productOfOrder } from '../domain/ids.js'
 import { type OrderStatus, REFUNDABLE_STATUSES } from '../domain/order-states.js'
 import { saleKeys } from '../redis/keys.js'
 import type { SaleStore } from '../sale/sale-store.js'
@@ -160,16 +160,22 @@ export class OrderPayments {
    */
   async #absent(orderId: string, userId?: string): Promise<OrderActionResult> {
     const productId = productOfOrder(orderId)
+    // Redis unreachable: whether it holds the order is unknown (the error answers 503).
     const cached =
-      productId === undefined
-        ? undefined
-        : await this.options.store.orderStatus(productId, orderId).catch(() => undefined)
+      productId === undefined ? undefined : await this.options.store.orderStatus(productId, orderId)
     if (cached && userId !== undefined && cached.userId !== userId) return notYours(orderId)
     if (cached)
       return {
         ok: false,
         code: 'ORDER_PENDING',
         message: `order ${orderId} is reserved but not recorded yet: retry in a second`,
+      }
+    // Young: it may still appear (held back by the worker, or a reset under way): not final yet.
+    if (productId !== undefined && mayStillAppear(orderId))
+      return {
+        ok: false,
+        code: 'ORDER_PENDING',
+        message: `order ${orderId} is not recorded yet: retry in a second`,
       }
     return { ok: false, code: 'UNKNOWN_ORDER', message: `no order ${orderId}` }
   }

@@ -1,17 +1,18 @@
 import type { FastifyInstance } from 'fastify'
 import type { AppDeps } from '../app-deps.js'
-import { orderIdTime, productOfOrder } from '../domain/ids.js'
+import { mayStillAppear, ORDER_LOST_AFTER_MS, orderIdTime, productOfOrder } from '../domain/ids.js'
 import { orderDetails } from '../sql/held-orders.js'
 import { ApiError } from './api-error.js'
 
 /**
- * An order neither Redis nor SQL holds, older than this, was answered 202 and then lost: a
- * failover promoted a replica that never received the reservation (only a 202 can be lost so: a
- * 200 was on a replica). Its poll ends in `failed` with failure_reason `not_kept` ("nothing was
- * charged, buy again") instead of UNKNOWN_ORDER for ever (issue 37). Before it, UNKNOWN_ORDER:
- * a poll during the failover itself may read a node that is about to learn of it.
+ * An order neither Redis nor SQL holds, older than ORDER_LOST_AFTER_MS, was answered 202 and then
+ * lost: a failover promoted a replica that never received the reservation (only a 202 can be lost
+ * so: a 200 was on a replica). Its poll ends in `failed` with failure_reason `not_kept` ("nothing
+ * was charged, buy again") instead of UNKNOWN_ORDER for ever (issue 37). Before it, 409
+ * ORDER_PENDING (poll again): the worker may be holding its event back, or a reset dropped its
+ * status in Redis while its event waits for SQL.
  */
-export const ORDER_LOST_AFTER_MS = 30_000
+export { ORDER_LOST_AFTER_MS }
 
 /** Final statuses in Redis that nothing changes afterwards; others are asked of SQL (a refund can follow confirmed or paid). */
 const FINAL_IN_REDIS = new Set(['refunded', 'cancelled', 'expired'])
@@ -65,12 +66,9 @@ export async function orderRoutes(app: FastifyInstance, deps: AppDeps): Promise<
     }
     // Redis could not be asked: whether it holds the order is unknown (503, poll again).
     if (redisFailure) throw redisFailure.err
-    const madeAt = orderIdTime(orderId)
-    if (
-      madeAt !== undefined &&
-      Date.now() - madeAt > ORDER_LOST_AFTER_MS &&
-      (await deps.orders.saleCounts(productId))
-    )
+    if (mayStillAppear(orderId))
+      throw new ApiError('ORDER_PENDING', `order ${orderId} is not recorded yet: poll again`, {}, 1)
+    if (orderIdTime(orderId) !== undefined && (await deps.orders.saleCounts(productId)))
       return {
         order_id: orderId,
         status: 'failed',
