@@ -201,7 +201,11 @@ export class LuaStrategy implements CheckoutStrategy {
     deadline: number,
   ): Promise<CheckoutOutcome> {
     const left = () => deadline - performance.now()
+    // SQL holding the order makes the order durable, not the answer: under an Idempotency-Key the
+    // answer is kept as the key's final one, and that record must be durable itself (a master
+    // about to be deposed may lose it while the order survives, and the key then buys again).
     const inSql =
+      req.idempotencyKey === undefined &&
       this.options.holdsUnit !== undefined &&
       left() > 0 &&
       (await withTimeout(this.options.holdsUnit(orderId), left()).catch(() => false))
@@ -303,8 +307,13 @@ export class LuaStrategy implements CheckoutStrategy {
       const recorded = await this.#record(req, local)
       if (recorded === undefined || recorded.code === 'RESERVED') return undefined
       if (recorded.code === 'ALREADY_PURCHASED' && recorded.durable === false) return undefined
-      this.#rememberKey(req, local.epoch, recorded.code, recorded.orderId)
-      refusal = saleRefusal(recorded.code, req.productId, recorded.orderId)
+      // A final refusal kept under the key, not shown durable: no final answer yet (503).
+      if (isRecordedRefusal(recorded.code, req.idempotencyKey) && recorded.durable === false)
+        refusal = unkeptRefusalOf()
+      else {
+        this.#rememberKey(req, local.epoch, recorded.code, recorded.orderId)
+        refusal = saleRefusal(recorded.code, req.productId, recorded.orderId)
+      }
     } catch (err) {
       // As checkout() answers them: within the store's deadline, not after a second attempt.
       refusal = outageRefusal(err)
@@ -327,5 +336,9 @@ export class LuaStrategy implements CheckoutStrategy {
  * final answer yet: 503, and the client retries with the same Idempotency-Key (issue 37 item 5).
  */
 function unkeptRefusal(): CheckoutOutcome {
-  return refused(unavailable("the sale's Redis master cannot show yet that this answer is kept", 1))
+  return refused(unkeptRefusalOf())
+}
+
+function unkeptRefusalOf(): Refusal {
+  return unavailable("the sale's Redis master cannot show yet that this answer is kept", 1)
 }

@@ -4,7 +4,7 @@
 // "too many deliveries (a consumer died on it each time)". Now only a worker that died inside a
 // persisting attempt counts (orders/delivery-attempts.ts). Real 3+3 Cluster, real PostgreSQL, the
 // worker's consumer and SQL sink in this process, SIGSTOP/SIGCONT of the real replica.
-import { type RedisCluster, type RedisNode, startCluster } from '@kunci/topology'
+import type { RedisCluster, RedisNode } from '@kunci/topology'
 import { keySlot } from 'kunci'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { connectDb, type Db } from '../../src/db/database.js'
@@ -14,12 +14,13 @@ import { OrderStore } from '../../src/orders/order-store.js'
 import { reconcile } from '../../src/orders/reconcile.js'
 import { SqlSink } from '../../src/orders/sql-sink.js'
 import { StreamConsumer } from '../../src/orders/stream-consumer.js'
-import { ackRoute, connectSaleRedis, type RedisClient, whenReady } from '../../src/redis/connect.js'
+import { ackRoute, type RedisClient } from '../../src/redis/connect.js'
 import { attemptsKey, saleKeys, WORKER_GROUP } from '../../src/redis/keys.js'
 import { isDurable, ReplicaAcks } from '../../src/redis/replica-acks.js'
 import { SaleStore } from '../../src/sale/sale-store.js'
 import { eventually } from '../support/eventually.js'
 import { createTestDatabase } from '../support/pg.js'
+import { startSaleCluster } from '../support/sale-cluster.js'
 
 const ORDERS = 20
 const MAX_DELIVERIES = 5
@@ -35,16 +36,10 @@ const consumers: StreamConsumer[] = []
 beforeAll(async () => {
   // A node timeout long enough that the paused replica is never flagged failed meanwhile (which
   // would show the master alone and end the hold-back).
-  cluster = await startCluster({ password: 'pw', nodeTimeoutMs: 15_000 })
-  const config = {
-    redis: { cluster: cluster.startupNodes.map((n) => ({ host: n.host, port: n.port })) },
-    redisUsername: undefined,
-    redisPassword: 'pw',
-    redisTls: undefined,
-  }
-  client = connectSaleRedis(config)
-  await whenReady(client, 20_000)
-  acks = new ReplicaAcks(ackRoute(client, config), { timeoutMs: 200 })
+  const sc = await startSaleCluster({ nodeTimeoutMs: 15_000 })
+  cluster = sc.cluster
+  client = await sc.connect()
+  acks = new ReplicaAcks(ackRoute(client, sc.config), { timeoutMs: 200 })
   const t = await createTestDatabase('fs_attempts')
   drop = t.drop
   db = connectDb(t.url, 4)
@@ -284,6 +279,8 @@ it('SQL down while the worker is killed and restarted: outages never count, ever
 })
 
 it('reconcile names what broke a promise: dead-lettered events and orders failed for a reason not the buyer’s', async () => {
+  // The books as reconcile reads them once nothing runs: the earlier tests' workers stopped.
+  for (const c of consumers) await c.stop()
   const report = await reconcile(orders, client, new SaleStore(client))
   const problems = (id: string) => report.find((s) => s.product_id === id)?.problems ?? []
   // att1 and att3 ended sound; att2's poison event was dead-lettered.

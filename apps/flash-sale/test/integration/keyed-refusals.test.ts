@@ -5,15 +5,17 @@
 // is answered only once a confirmation round shows it durable; otherwise 503 (retry with the same
 // key). Real 3+3 Cluster, the replica paused with SIGSTOP (the master cannot show durability and
 // is not alone: the node timeout is long), the service's store and lua strategy in this process.
-import { type RedisCluster, type RedisNode, startCluster } from '@kunci/topology'
+import type { RedisCluster, RedisNode } from '@kunci/topology'
 import { keySlot } from 'kunci'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { ackRoute, connectSaleRedis, type RedisClient, whenReady } from '../../src/redis/connect.js'
+import { ackRoute, type RedisClient } from '../../src/redis/connect.js'
 import { saleKeys } from '../../src/redis/keys.js'
 import { isDurable, ReplicaAcks } from '../../src/redis/replica-acks.js'
+import { SaleSnapshots } from '../../src/sale/sale-snapshots.js'
 import { SaleStore } from '../../src/sale/sale-store.js'
 import { LuaStrategy } from '../../src/strategies/lua.js'
 import { eventually } from '../support/eventually.js'
+import { startSaleCluster } from '../support/sale-cluster.js'
 
 let cluster: RedisCluster
 let client: RedisClient
@@ -22,16 +24,10 @@ let store: SaleStore
 let strategy: LuaStrategy
 
 beforeAll(async () => {
-  cluster = await startCluster({ password: 'pw', nodeTimeoutMs: 15_000 })
-  const config = {
-    redis: { cluster: cluster.startupNodes.map((n) => ({ host: n.host, port: n.port })) },
-    redisUsername: undefined,
-    redisPassword: 'pw',
-    redisTls: undefined,
-  }
-  client = connectSaleRedis(config)
-  await whenReady(client, 20_000)
-  acks = new ReplicaAcks(ackRoute(client, config), { timeoutMs: 200 })
+  const sc = await startSaleCluster({ nodeTimeoutMs: 15_000 })
+  cluster = sc.cluster
+  client = await sc.connect()
+  acks = new ReplicaAcks(ackRoute(client, sc.config), { timeoutMs: 200 })
   store = new SaleStore(client, { acks })
   strategy = new LuaStrategy(store, { durability: 'replica' })
 }, 90_000)
@@ -106,4 +102,39 @@ it("a snapshot's refusal recorded under a key (refuse.lua) is no final answer un
   }
   await durableAgain(productId)
   expect(await refuse()).toMatchObject({ code: 'SOLD_OUT', durable: true, replayed: true })
+})
+
+it("the refusal lane's keyed answer from a snapshot (recordRefusal) is 503 until its record is shown durable", async () => {
+  const productId = 'kr3'
+  const snapshots = new SaleSnapshots(store)
+  const lane = new LuaStrategy(store, { durability: 'replica', snapshots })
+  await store.preload({
+    productId,
+    round: 1,
+    stockTotal: 1,
+    priceCents: 100,
+    startsAtMs: 0,
+    endsAtMs: 0,
+    perUserLimit: 1,
+  })
+  expect(await lane.checkout({ productId, userId: 'a', idempotencyKey: undefined })).toMatchObject({
+    ok: true,
+  })
+  // The sale is sold out and its snapshot loaded: keyless checkouts are answered from memory.
+  await eventually(
+    async () => lane.answerFromMemory({ productId, userId: 'x', idempotencyKey: undefined }),
+    (a) => a?.code === 'SOLD_OUT',
+    { what: 'the snapshot answers' },
+  )
+  const replica = (await cluster.replicaOf(await cluster.slotOwner(keySlot(saleKeys(productId).meta))))!
+  replica.pause()
+  try {
+    const unkept = await lane.recordRefusal({ productId, userId: 'k4', idempotencyKey: 'key-4' })
+    expect(unkept).toMatchObject({ code: 'UNAVAILABLE' })
+  } finally {
+    replica.resume()
+  }
+  await durableAgain(productId)
+  const kept = await lane.recordRefusal({ productId, userId: 'k4', idempotencyKey: 'key-4' })
+  expect(kept).toMatchObject({ code: 'SOLD_OUT' })
 })

@@ -5,17 +5,19 @@
 // the client's connections. The call is sent again and its script runs a second time; the answer
 // and the data must be those of one run. Real 3-master Cluster, the service's own client settings
 // (connectSaleRedis), the proxy mapped in with ioredis' natMap.
-import { type FaultProxy, type RedisCluster, startCluster, startProxy } from '@kunci/topology'
+import { type FaultProxy, type RedisCluster, startProxy } from '@kunci/topology'
 import { Redis } from 'ioredis'
 import { keySlot } from 'kunci'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { connectSaleRedis, type RedisClient, whenReady } from '../../src/redis/connect.js'
+import type { RedisClient } from '../../src/redis/connect.js'
 import { saleKeys } from '../../src/redis/keys.js'
 import { SaleStore } from '../../src/sale/sale-store.js'
 import { eventually } from '../support/eventually.js'
+import { type SaleCluster, startSaleCluster } from '../support/sale-cluster.js'
 
 const PRODUCT = 'rs1' // every case uses this sale: its master is the one behind the proxy
 
+let sc: SaleCluster
 let cluster: RedisCluster
 let proxy: FaultProxy
 let client: RedisClient
@@ -24,26 +26,15 @@ let node: Redis
 let store: SaleStore
 
 beforeAll(async () => {
-  cluster = await startCluster({ password: 'pw', replicasPerMaster: 0 })
+  sc = await startSaleCluster({ replicasPerMaster: 0 })
+  cluster = sc.cluster
   const master = await cluster.slotOwner(keySlot(saleKeys(PRODUCT).meta))
   proxy = await startProxy({ host: master.host, port: master.port })
-  const config = {
-    redis: { cluster: cluster.startupNodes.map((n) => ({ host: n.host, port: n.port })) },
-    redisUsername: undefined,
-    redisPassword: 'pw',
-    redisTls: undefined,
-  }
-  client = connectSaleRedis(config, 'resend-test', {
-    [`${master.host}:${master.port}`]: { host: '127.0.0.1', port: proxy.port },
+  client = await sc.connect({
+    name: 'resend-test',
+    natMap: { [`${master.host}:${master.port}`]: { host: '127.0.0.1', port: proxy.port } },
+    productId: PRODUCT,
   })
-  await whenReady(client, 20_000)
-  // The sale's slot answered through the proxy (a slot table read while the Cluster was still
-  // settling can redirect the first calls).
-  await eventually(
-    () => client.get(saleKeys(PRODUCT).meta).then(() => true),
-    (ok) => ok,
-    { what: "the sale's slot answers through the proxy" },
-  )
   node = new Redis({ host: master.host, port: master.port, password: 'pw' })
   store = new SaleStore(client)
 }, 60_000)
@@ -153,14 +144,8 @@ it('a preload sent twice, with a reservation in between: the reservation is kept
   await preload(4, 1)
   const epochBefore = Number(await node.hget(k.meta, 'epoch'))
   // A second client straight to the node's Cluster (no proxy) reserves between the two runs.
-  const direct = connectSaleRedis({
-    redis: { cluster: cluster.startupNodes.map((n) => ({ host: n.host, port: n.port })) },
-    redisUsername: undefined,
-    redisPassword: 'pw',
-    redisTls: undefined,
-  })
+  const direct = await sc.connect()
   try {
-    await whenReady(direct, 20_000)
     const other = new SaleStore(direct)
     const epoch = await resent(
       () => preload(5, 1),

@@ -5,15 +5,16 @@
 // within maxAgeMs; past that the checkout goes to Redis, and answers 503 while it cannot reach it.
 // Real 3-master Cluster; this "instance" reaches the sale's master through a fault proxy (ioredis
 // natMap) that the test blackholes; the restock goes through a second client, straight.
-import { type FaultProxy, type RedisCluster, startCluster, startProxy } from '@kunci/topology'
+import { type FaultProxy, type RedisCluster, startProxy } from '@kunci/topology'
 import { keySlot } from 'kunci'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { connectSaleRedis, type RedisClient, whenReady } from '../../src/redis/connect.js'
+import type { RedisClient } from '../../src/redis/connect.js'
 import { saleKeys } from '../../src/redis/keys.js'
 import { SaleSnapshots } from '../../src/sale/sale-snapshots.js'
 import { SaleStore } from '../../src/sale/sale-store.js'
 import { LuaStrategy } from '../../src/strategies/lua.js'
 import { eventually } from '../support/eventually.js'
+import { startSaleCluster } from '../support/sale-cluster.js'
 
 const PRODUCT = 'fresh1'
 const MAX_AGE_MS = 3_000 // the default
@@ -27,25 +28,16 @@ let snapshots: SaleSnapshots
 let strategy: LuaStrategy
 
 beforeAll(async () => {
-  cluster = await startCluster({ password: 'pw', replicasPerMaster: 0 })
+  const sc = await startSaleCluster({ replicasPerMaster: 0 })
+  cluster = sc.cluster
   const master = await cluster.slotOwner(keySlot(saleKeys(PRODUCT).meta))
   proxy = await startProxy({ host: master.host, port: master.port })
-  const config = {
-    redis: { cluster: cluster.startupNodes.map((n) => ({ host: n.host, port: n.port })) },
-    redisUsername: undefined,
-    redisPassword: 'pw',
-    redisTls: undefined,
-  }
-  cut = connectSaleRedis(config, 'instance-b', {
-    [`${master.host}:${master.port}`]: { host: '127.0.0.1', port: proxy.port },
+  cut = await sc.connect({
+    name: 'instance-b',
+    natMap: { [`${master.host}:${master.port}`]: { host: '127.0.0.1', port: proxy.port } },
+    productId: PRODUCT,
   })
-  direct = connectSaleRedis(config, 'instance-a')
-  await Promise.all([whenReady(cut, 20_000), whenReady(direct, 20_000)])
-  await eventually(
-    () => cut.get(saleKeys(PRODUCT).meta).then(() => true),
-    (ok) => ok,
-    { what: "the sale's slot answers through the proxy" },
-  )
+  direct = await sc.connect({ name: 'instance-a' })
   const store = new SaleStore(cut)
   snapshots = new SaleSnapshots(store, { maxAgeMs: MAX_AGE_MS, checkIntervalMs: CHECK_MS })
   snapshots.start()

@@ -50,7 +50,16 @@ export function check(
   const actionsOn = (orderId: string, kind: Call['kind']) =>
     h.calls.filter((c) => c.kind === kind && 'orderId' in c && c.orderId === orderId)
   const roundsOf = (productId: string) => h.rounds.filter((r) => r.productId === productId)
-  const roundOf = (productId: string, round: number) => roundsOf(productId).find((r) => r.round === round)
+  /**
+   * The round as its PUT answered it. A PUT answered 503 (its preload not shown durable) and then
+   * repeated still started a round in SQL, which no answer named and where orders can be sold
+   * (issue 37 item 8): such a round carries the body of the repeated PUT, the next round named.
+   */
+  const roundOf = (productId: string, round: number) =>
+    roundsOf(productId).find((r) => r.round === round) ??
+    roundsOf(productId)
+      .filter((r) => r.round > round)
+      .sort((a, b) => a.round - b.round)[0]
   const moneyless = new Set([...plan.brokeUsers, ...plan.poorUsers].map(String))
 
   // ---- no 500, on any route

@@ -61,6 +61,7 @@ const PURE = [
   'fencedUpdate',
   'LOCK_CHANNELS',
   'ERROR_CODES',
+  'WARNING_CODES',
 ]
 
 describe('the table of public operations', () => {
