@@ -279,7 +279,16 @@ export function check(
       )
     if (f?.status !== 200) continue
     const row = facts.orders.get(c.orderId)
-    const want = c.kind === 'pay' ? ['paid', 'refunded'] : c.kind === 'cancel' ? ['cancelled'] : ['refunded']
+    // A pay of an instant sale's order answers 200 with it as it is: confirmed (paid when it was
+    // persisted), or refunded since.
+    const instantPaid = c.kind === 'pay' && f.bodyStatus === 'confirmed'
+    const want = instantPaid
+      ? ['confirmed', 'refunded']
+      : c.kind === 'pay'
+        ? ['paid', 'refunded']
+        : c.kind === 'cancel'
+          ? ['cancelled']
+          : ['refunded']
     if (!row || !want.includes(row.status) || f.bodyStatus !== want[0])
       add(
         'actions-hold',
