@@ -30,11 +30,6 @@ const FIXED_SEEDS: readonly number[] = [
   // first fix: the refusal lane's keyed path and a keyed ALREADY_PURCHASED backed by SQL skipped
   // the durability check; both wait for it now.
   5,
-  // Fixed (order-polls.test.ts): a hold sale reset while its first round's orders were answered
-  // 200/202 and not yet in SQL (the worker holding back entries no replica confirmed,
-  // partition-b); pay/cancel of those orders answered 404 UNKNOWN_ORDER, a final answer, and the
-  // orders then ended failed (stale_round). Now ORDER_PENDING while an order may still appear.
-  1161196802,
 ]
 
 /**
@@ -50,6 +45,12 @@ export const OPEN_SEEDS: readonly number[] = [
   // SQL's commit of the expiry). 1390780968's first failure was the checker's (rounds a repeated
   // PUT started), fixed.
   1390780968, 686664980,
+  // Its own finding is fixed (order-polls.test.ts): a hold sale reset while its first round's
+  // orders were answered 200/202 and not yet in SQL (partition-b); pay/cancel of those orders
+  // answered 404 UNKNOWN_ORDER, a final answer, and the orders then ended failed (stale_round);
+  // now ORDER_PENDING while an order may still appear. It meets the open finding above too (one
+  // GET expired while SQL reserved, in a CI run), so it waits here until that is fixed.
+  1161196802,
   // Open: found beside a CPU-bound process; a pay of an instant sale's confirmed order answered
   // 200 confirmed, which the checker did not accept (fixed in the checker); not re-run since.
   207209190,
