@@ -39,9 +39,26 @@ function connect(node: RedisNode, username = node.username!, password = node.pas
 
 function manager(client: Redis, warnings: KunciWarning[] = []): Redlock {
   // No quarantine: the restarted node votes at once, so what it reloaded decides the next acquire.
-  const rl = new Redlock({ clients: [client], quarantine: false, onWarning: (w) => warnings.push(w) })
+  // A generous node time-out: these tests are about what the node kept, and on a loaded machine
+  // the first script call after a restart (NOSCRIPT, then EVAL) may take longer than the 200 ms
+  // default; a time-out would make the node's vote an outage instead of its answer.
+  const rl = new Redlock({
+    clients: [client],
+    quarantine: false,
+    nodeTimeoutMs: 5_000,
+    onWarning: (w) => warnings.push(w),
+  })
   managers.push(rl)
   return rl
+}
+
+/** The node is back and the client talks to it again (ioredis reconnects on its own schedule). */
+async function reconnected(client: Redis): Promise<void> {
+  await until(
+    async () => (await client.ping().catch(() => null)) === 'PONG',
+    'the client to reconnect',
+    30_000,
+  )
 }
 
 /** Locks and fences written by kunci's scripts: one lock held, one released (its fence stays). */
@@ -58,7 +75,8 @@ async function lockLoad(rl: Redlock) {
 describe('a lock node restarted from its AOF alone', () => {
   it('keeps every lock and fence key its scripts wrote; the held lock stays held, fences go on from the stored one', async () => {
     const node = await lockNode()
-    const rl = manager(connect(node))
+    const client = connect(node)
+    const rl = manager(client)
     const { held, lastFence43 } = await lockLoad(rl)
     const before = await readKeyspace(node)
     expect(Object.keys(before).sort()).toEqual([
@@ -72,6 +90,7 @@ describe('a lock node restarted from its AOF alone', () => {
     await node.kill()
     await node.restart()
     expect(await readKeyspace(node)).toEqual(before)
+    await reconnected(client)
 
     // The client reconnects to the restarted node: the lock is still held there, and the next
     // holder of invoice:43 gets a fence above the one stored before the crash.
@@ -86,13 +105,15 @@ describe('a lock node restarted from its AOF alone', () => {
 
   it('with the old `user default off` alone it loses them: the held lock is granted again', async () => {
     const node = await lockNode('off')
-    const rl = manager(connect(node))
+    const client = connect(node)
+    const rl = manager(client)
     const { held } = await lockLoad(rl)
     expect(Object.keys(await readKeyspace(node))).toHaveLength(3)
 
     await node.kill()
     await node.restart()
     expect(await readKeyspace(node)).toEqual({})
+    await reconnected(client)
     const second = await rl.acquire('invoice:42', { ttlMs: 1_000, retryCount: 0 })
     expect(second.token).not.toBe(held.token)
     await second.release()
