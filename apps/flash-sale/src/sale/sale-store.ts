@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Script } from 'kunci'
 import { isReserveCode, type ReserveCode } from '../domain/refusals.js'
@@ -25,12 +26,15 @@ import type { SlotWatch } from './slot-watch.js'
 import { type Pending, TurnBatcher } from './turn-batcher.js'
 
 /** The sale's scripts, run through kunci's Script (EVALSHA, EVAL on NOSCRIPT). */
-const script = (name: string) => Script.fromFile(new URL(`./scripts/${name}.lua`, import.meta.url))
-const RESERVE = script('reserve')
+const lua = (path: string) => readFileSync(new URL(`./scripts/${path}.lua`, import.meta.url), 'utf8')
+const script = (name: string) => new Script(lua(name), { name })
+/** The scripts that read a buyer record get its one reader (lib/buyer-record.lua) in front. */
+const readingBuyers = (name: string) => new Script(`${lua('lib/buyer-record')}\n${lua(name)}`, { name })
+const RESERVE = readingBuyers('reserve')
 const REFUSE = script('refuse')
 const PRELOAD = script('preload')
 const RESTOCK = script('restock')
-const RETURN_UNITS = script('return-units')
+const RETURN_UNITS = readingBuyers('return-units')
 
 export type {
   RefuseInput,

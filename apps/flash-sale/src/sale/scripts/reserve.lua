@@ -101,20 +101,7 @@ local buyers = view(KEYS[3], meta[1] and users or {})
 local statuses = view(KEYS[5], meta[1] and order_ids or {})
 local sold = 0
 
--- A buyer record's parts: live units, last live order, slots (index = unit number).
--- return-units.lua reads the record the same way.
-local function parse_buyer(record)
-  if not record then return 0, '', {} end
-  local slots = {}
-  local c, last, rest = string.match(record, '^(%d+)|([^|]*)|(.*)$')
-  if c then
-    for slot in string.gmatch(rest .. ',', '([^,]*),') do slots[#slots + 1] = slot end
-  else
-    c, last = string.match(record, '^(%d+)|(.*)$')
-    for n = 1, tonumber(c) do slots[n] = '?' end
-  end
-  return tonumber(c), last, slots
-end
+-- parse_buyer: lib/buyer-record.lua, put in front of this file by sale-store.ts.
 
 local function one(user, order_id, idem_key, checked)
   local function answer(code, oid)

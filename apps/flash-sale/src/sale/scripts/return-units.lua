@@ -16,18 +16,7 @@
 --
 -- Returns { epoch, stock, then one code per order: 1 = returned now, 0 = returned before,
 -- -1 = not returned: the sale is in another round (a reset dropped that round's stock) }
--- A buyer record's parts, as reserve.lua reads them: live units, last live order, slots.
-local function parse_buyer(record)
-  local slots = {}
-  local c, last, rest = string.match(record, '^(%d+)|([^|]*)|(.*)$')
-  if c then
-    for slot in string.gmatch(rest .. ',', '([^,]*),') do slots[#slots + 1] = slot end
-  else
-    c, last = string.match(record, '^(%d+)|(.*)$')
-    for n = 1, tonumber(c or '0') do slots[n] = '?' end
-  end
-  return tonumber(c or '0'), last or '', slots
-end
+-- parse_buyer: lib/buyer-record.lua, put in front of this file by sale-store.ts.
 
 -- The record without `order_id`: its slot freed (a record written before slots existed frees its
 -- highest unknown one), trailing free slots dropped, `last` the highest live order left.
