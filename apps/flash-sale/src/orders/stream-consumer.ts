@@ -4,16 +4,15 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { Script } from 'kunci'
 import type { ServiceMetrics } from '../metrics/service-metrics.js'
 import type { RedisClient } from '../redis/connect.js'
-import { refreshSlots } from '../redis/connect.js'
 import { saleKeys, WORKER_GROUP } from '../redis/keys.js'
-import { isNoGroup, isRedirect, isRedisOutage } from '../redis/redis-errors.js'
-import { isDurable, type ReplicaAcks } from '../redis/replica-acks.js'
+import { isNoGroup, isRedisOutage } from '../redis/redis-errors.js'
+import type { ReplicaAcks } from '../redis/replica-acks.js'
 import { DeliveryAttempts } from './delivery-attempts.js'
+import { type BatchPhase, type Entry, GroupReads } from './group-reads.js'
 import { type MalformedEventError, type OrderEvent, parseOrderEvent } from './order-event.js'
 import { type OrderSink, type SinkEntry, type SinkResult, SinkUnavailableError } from './order-sink.js'
 
 const SETTLE = Script.fromFile(new URL('./scripts/settle.lua', import.meta.url))
-const DEAD_LETTER = Script.fromFile(new URL('./scripts/dead-letter.lua', import.meta.url))
 
 export { type OrderSink, type SinkEntry, type SinkResult, SinkUnavailableError } from './order-sink.js'
 
@@ -47,8 +46,6 @@ export interface StreamConsumerOptions {
   onError?: (err: unknown) => void
 }
 
-type Entry = [id: string, fields: string[]]
-
 /**
  * Reads the sales' order streams in a consumer group and gives each batch to its sink. At least
  * once delivery + idempotent sinks = exactly-once effect:
@@ -59,6 +56,9 @@ type Entry = [id: string, fields: string[]]
  *   nor do reads of events held back until a replica has them (delivery-attempts.ts);
  * - an event that keeps failing for another reason goes to the dead-letter stream with the
  *   reason (and is counted), never dropped silently; a malformed one at once.
+ *
+ * What it asks of the stream (reads held back until durable, claims, dead letters) is
+ * group-reads.ts; here is what it does with a batch: triage, the sink, the acknowledgement.
  */
 export class StreamConsumer {
   readonly consumer: string
@@ -71,6 +71,7 @@ export class StreamConsumer {
   #inOutage = false
   readonly #failures = new Map<string, number>()
   readonly #attempts: DeliveryAttempts
+  readonly #reads: GroupReads
   readonly #lastClaim = new Map<string, number>()
   /**
    * Per sale, the next batch, read and confirmed while the sink persisted a full one (read-ahead):
@@ -109,6 +110,11 @@ export class StreamConsumer {
     }
     this.consumer = this.#o.consumer
     this.#attempts = new DeliveryAttempts(this.#o.redis, this.#o.group)
+    this.#reads = new GroupReads({
+      ...this.#o,
+      timed: (phase, started) => this.#timed(phase, started),
+      attemptsKey: (productId) => this.#attempts.key(productId),
+    })
   }
 
   start(saleIds: () => Promise<string[]>): void {
@@ -201,7 +207,6 @@ export class StreamConsumer {
    * pending events first (they include any batch read ahead), then claims, then new events.
    */
   async #poll(productId: string): Promise<number> {
-    const k = saleKeys(productId)
     const ahead = this.#ahead.get(productId)
     if (ahead !== undefined) {
       this.#ahead.delete(productId)
@@ -220,7 +225,7 @@ export class StreamConsumer {
     await this.#settling.get(productId)
     this.#unacked.delete(productId)
     // Our own pending events: a retry after an outage or a failed settle.
-    const own = await this.#read(productId, '0')
+    const own = await this.#reads.read(productId, '0')
     // Held back (not shown durable): nothing more is read for this sale until it is.
     if (own === undefined) return 0
     // Own pending events are not read ahead of: they are read again until none is left.
@@ -228,75 +233,12 @@ export class StreamConsumer {
     const now = Date.now()
     if (now - (this.#lastClaim.get(productId) ?? 0) >= this.#o.claimIdleMs / 2) {
       this.#lastClaim.set(productId, now)
-      const servedBy = this.#o.acks?.nodeOf(k.ackMark)
-      const reply = (await this.#o.redis.xautoclaim(
-        k.orders,
-        this.#o.group,
-        this.consumer,
-        this.#o.claimIdleMs,
-        '0-0',
-        'COUNT',
-        this.#o.batchSize,
-      )) as [string, (Entry | null)[], string[]?]
-      const claimed = (reply[1] ?? []).filter((e): e is Entry => Array.isArray(e))
-      // A dead consumer's events are no more durable than they were when it read them.
-      if (claimed.length > 0 && !(await this.#durable(productId, servedBy))) return 0
+      const claimed = await this.#reads.claim(productId, this.#o.claimIdleMs)
+      if (claimed === undefined) return 0
       if (claimed.length > 0) return this.#process(productId, claimed, true, false)
     }
-    const fresh = await this.#read(productId, '>')
+    const fresh = await this.#reads.read(productId, '>')
     return fresh !== undefined && fresh.length > 0 ? this.#process(productId, fresh, false, true) : 0
-  }
-
-  /** The live entries read, or undefined when they could not be shown durable (held back). */
-  async #read(productId: string, from: '0' | '>'): Promise<Entry[] | undefined> {
-    const k = saleKeys(productId)
-    let reply: [string, Entry[]][] | null
-    // The node the read goes to: only a round on that same node shows its entries durable.
-    const servedBy = this.#o.acks?.nodeOf(k.ackMark)
-    const started = performance.now()
-    try {
-      reply = (await this.#o.redis.xreadgroup(
-        'GROUP',
-        this.#o.group,
-        this.consumer,
-        'COUNT',
-        this.#o.batchSize,
-        'STREAMS',
-        k.orders,
-        from,
-      )) as [string, Entry[]][] | null
-    } catch (err) {
-      if (isRedirect(err)) await refreshSlots(this.#o.redis)
-      throw err
-    }
-    // Own-history reads list deleted entries as [id, null]: nothing to hand on, just acknowledge.
-    const entries = reply?.[0]?.[1] ?? []
-    const gone = entries.filter((e) => e[1] === null).map((e) => e[0])
-    if (gone.length > 0) await this.#o.redis.xack(k.orders, this.#o.group, ...gone)
-    const live = entries.filter((e) => e[1] !== null)
-    // Empty reads are the idle loop's, not a batch's: only reads that found events are timed.
-    if (live.length > 0) this.#timed('read', started)
-    // The confirmation round runs on a connection of its own (redis/replica-acks.ts): a master
-    // without a replica costs nothing, a slow one delays only this batch. A master that got no
-    // acknowledgement and is not shown alone may be cut off from its replica and about to be
-    // deposed: what it alone holds is not handed to SQL. The events stay pending in the group
-    // (this consumer reads them again first) until a replica holds them or the Cluster shows the
-    // master alone; a failover that drops them drops them from the group too.
-    if (live.length > 0 && !(await this.#durable(productId, servedBy))) return undefined
-    return live
-  }
-
-  /** Are the events read on the sale's master shown durable (acked, or the master alone)? */
-  async #durable(productId: string, servedBy: string | undefined): Promise<boolean> {
-    if (!this.#o.acks) return true
-    const started = performance.now()
-    const durable =
-      servedBy !== undefined &&
-      isDurable(await this.#o.acks.confirmOutcome(saleKeys(productId).ackMark, servedBy))
-    this.#timed('confirm', started)
-    if (durable) return true
-    this.#o.metrics?.unconfirmedReads.inc({ product_id: productId })
-    return false
   }
 
   /** `readAhead`: the batch came from new events ('>'), so the next may be read while it is persisted. */
@@ -323,12 +265,12 @@ export class StreamConsumer {
       try {
         event = parseOrderEvent(productId, id, fields)
       } catch (err) {
-        await this.#deadLetter(productId, entry, (err as MalformedEventError).message, 1)
+        await this.#reads.deadLetter(productId, entry, (err as MalformedEventError).message, 1)
         continue
       }
       const n = died.get(id) ?? 0
       if (n >= this.#o.maxDeliveries) {
-        await this.#deadLetter(productId, entry, `a worker died while persisting it, ${n} times`, n)
+        await this.#reads.deadLetter(productId, entry, `a worker died while persisting it, ${n} times`, n)
         continue
       }
       if (n > 0) suspect ??= { id, fields, event }
@@ -339,7 +281,7 @@ export class StreamConsumer {
     // A full batch: more are likely waiting. The next one is read (and confirmed) while this one
     // is in the sink; #poll takes it if this one settles cleanly.
     if (readAhead && !this.#stopping && entries.length >= this.#o.batchSize && !this.#ahead.has(productId)) {
-      const ahead = this.#read(productId, '>')
+      const ahead = this.#reads.read(productId, '>')
       ahead.catch(() => {}) // awaited by the next #poll (or #finishAhead); never unhandled meanwhile
       this.#ahead.set(productId, ahead)
     }
@@ -378,7 +320,7 @@ export class StreamConsumer {
       this.#o.onError?.(result.error)
       if (n >= this.#o.maxDeliveries) {
         const reason = (result.error as Error)?.message ?? String(result.error)
-        await this.#deadLetter(productId, [entry.id, entry.fields], reason, n)
+        await this.#reads.deadLetter(productId, [entry.id, entry.fields], reason, n)
         this.#failures.delete(entry.id)
       }
     }
@@ -419,23 +361,7 @@ export class StreamConsumer {
   }
 
   /** A batch's phase, for flash_sale_worker_batch_seconds (where a batch's time goes). */
-  #timed(phase: 'read' | 'confirm' | 'sink' | 'settle', started: number): void {
+  #timed(phase: BatchPhase, started: number): void {
     this.#o.metrics?.workerBatchSeconds.observe({ phase }, (performance.now() - started) / 1000)
-  }
-
-  async #deadLetter(
-    productId: string,
-    [id, fields]: Entry,
-    reason: string,
-    deliveries: number,
-  ): Promise<void> {
-    const k = saleKeys(productId)
-    const orderId = fields[fields.indexOf('order_id') + 1] ?? ''
-    await DEAD_LETTER.run(
-      this.#o.redis,
-      [k.orders, k.dead, k.status, this.#attempts.key(productId)],
-      [this.#o.group, id, orderId, reason.slice(0, 500), deliveries, ...fields],
-    )
-    this.#o.metrics?.deadLetters.inc({ product_id: productId })
   }
 }
