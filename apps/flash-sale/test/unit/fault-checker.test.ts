@@ -26,6 +26,7 @@ const row = (order_id: string, status: string, extra: Partial<OrderRow> = {}): O
   unit_no: 1,
   status,
   failure_reason: null,
+  pay_by_ms: null,
   ...extra,
 })
 const plan = planSeed(1, { loadMs: 1_000, clients: 1, firstUser: 7, users: 3, faults: { 'kill-worker': 1 } })
@@ -41,6 +42,7 @@ function base(): { h: History; f: Facts } {
       faults: [],
     },
     f: {
+      sqlReadAtMs: 0,
       orders: new Map(),
       payments: [],
       refunds: [],

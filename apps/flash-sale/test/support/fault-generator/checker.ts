@@ -183,7 +183,7 @@ export function check(
       if (Number(count) !== sqlIds.length || inRedis.join() !== sqlIds.join())
         add(
           'redis-buyers',
-          `sale ${s.product_id} user ${user}: Redis "${records[user] ?? ''}", SQL's live orders [${sqlIds.join()}]`,
+          `sale ${s.product_id} user ${user}: Redis "${records[user] ?? ''}", SQL's live orders [${(inSql.get(user) ?? []).map((o) => `${o.order_id}${heldFor(o, facts)}`).join()}]`,
         )
     }
   }
@@ -300,7 +300,10 @@ export function check(
   for (const [id, seen] of facts.polled) {
     const row = facts.orders.get(id)
     if (row && seen !== row.status)
-      add('get-agrees', `GET /v1/orders/${id}: ${seen}, SQL ${row.status} ${row.failure_reason ?? ''}`)
+      add(
+        'get-agrees',
+        `GET /v1/orders/${id}: ${seen}, SQL ${row.status} ${row.failure_reason ?? ''}${heldFor(row, facts)}`,
+      )
   }
 
   // ---- the books balance in Redis and SQL
@@ -308,6 +311,12 @@ export function check(
   if (o.reconcileMustExit0 && facts.reconcile.code !== 0)
     add('reconcile', `reconcile exited ${facts.reconcile.code}: ${facts.reconcile.out.slice(0, 600)}`)
   return broken
+}
+
+/** For a held order, where its pay_by fell against the SQL snapshot (a sweeper may act after it). */
+function heldFor(row: OrderRow, facts: Facts): string {
+  if (row.pay_by_ms === null) return ''
+  return ` (pay_by ${Math.round(row.pay_by_ms - facts.sqlReadAtMs)} ms after the SQL snapshot)`
 }
 
 function group<T>(xs: readonly T[], key: (x: T) => string): Map<string, T[]> {
