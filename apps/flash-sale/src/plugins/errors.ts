@@ -11,7 +11,7 @@ import {
   unavailableError,
 } from '../routes/api-error.js'
 import { HEADER_FIELDS, type SchemaRules } from '../routes/schemas.js'
-import { SaleNotDurableError } from '../sale/sale-store.js'
+import { SaleNotDurableError } from '../sale/sale-stock.js'
 
 /** Fastify's own errors for what a client sent → our codes; anything else is ours (500). */
 function fromFastify(err: FastifyError, request: FastifyRequest): ApiError | undefined {
