@@ -3,20 +3,17 @@
 // a configuration that must hold reports 0 errors with the search complete (not cut by the
 // depth bound); an old behaviour or a documented limit must violate the property it names, and
 // its shortest counterexample (pan -i) is printed from the trail (spin -t). README.md says what
-// each one shows. A small copy of packages/kunci/model/check.mjs's runner: the app shares no code
-// with the library's model.
+// each one shows.
 //
 //   node apps/flash-sale/model/check.mjs                 the CI configurations (seconds)
 //   node apps/flash-sale/model/check.mjs --large         the larger ones (by hand)
 //   node apps/flash-sale/model/check.mjs NAME...         only those
 //   node apps/flash-sale/model/check.mjs --json NAME     one result as JSON (checkout-model.test.ts)
 //
-// Needs spin and gcc (node scripts/ensure-tools.mjs spin gcc).
-import { execFileSync } from 'node:child_process'
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+// The runner is scripts/spin-model.mjs (shared with the other model). Needs spin and gcc
+// (node scripts/ensure-tools.mjs spin gcc).
 import { fileURLToPath } from 'node:url'
+import { modelMain } from '../../../scripts/spin-model.mjs'
 
 const MODEL = fileURLToPath(new URL('./checkout.pml', import.meta.url))
 
@@ -198,102 +195,8 @@ export const LARGE_CONFIGS = [
   },
 ]
 
-const DEPTH = 20_000
+// -O0 for the CI ones: gcc -O2 takes ~6 s on pan.c, longer than their whole search.
+const gccOpt = (config) => (config.name.startsWith('large-') ? '-O2' : '-O0')
 
-function run(cmd, args, cwd) {
-  try {
-    const out = execFileSync(cmd, args, {
-      cwd,
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'pipe'],
-      maxBuffer: 64 << 20,
-    })
-    return { out, code: 0 }
-  } catch (err) {
-    return { out: `${err.stdout ?? ''}${err.stderr ?? err.message}`, code: err.status ?? 1 }
-  }
-}
-
-/** Verifies one configuration; returns what pan said and, for an error, the counterexample. */
-export function check(config) {
-  const dir = mkdtempSync(join(tmpdir(), `checkout-model-${config.name}-`))
-  const t0 = performance.now()
-  try {
-    copyFileSync(MODEL, join(dir, 'checkout.pml'))
-    const defs = Object.entries(config.defs).map(([k, v]) => `-D${k}=${v}`)
-    const gen = run('spin', [...defs, '-a', 'checkout.pml'], dir)
-    if (gen.code !== 0) throw new Error(`spin -a failed:\n${gen.out}`)
-    // SAFETY: assertions only; COLLAPSE: compressed state vectors (exhaustive, less memory).
-    // -O0 for the CI ones: gcc -O2 takes ~6 s on pan.c, longer than their whole search.
-    const opt = config.name.startsWith('large-') ? '-O2' : '-O0'
-    const cc = run('gcc', [opt, '-w', '-DSAFETY', '-DCOLLAPSE', '-o', 'pan', 'pan.c'], dir)
-    if (cc.code !== 0) throw new Error(`gcc failed:\n${cc.out}`)
-    // -E: processes may stop anywhere; -i: on an error, search on for a shorter one.
-    const pan = run('./pan', [`-m${DEPTH}`, '-E', ...(config.holds ? [] : ['-i'])], dir)
-    const errors = Number(/errors: (\d+)/.exec(pan.out)?.[1] ?? Number.NaN)
-    const states = Number(/(\d+) states, stored/.exec(pan.out)?.[1] ?? Number.NaN)
-    const truncated = /max search depth too small/.test(pan.out)
-    // With -i the last one reported is the shortest (the trail left).
-    const violated = [...pan.out.matchAll(/assertion violated (\S+)/g)].at(-1)?.[1]
-    let trail
-    if (errors > 0) {
-      const t = run('spin', [...defs, '-t', '-p', 'checkout.pml'], dir)
-      trail = t.out
-        .split('\n')
-        .filter((l) => !l.includes('printf(') && /EVENT|assertion violated/.test(l))
-        .map((l) => l.trim().replace(/^.*?EVENT /, ''))
-    }
-    const expected = config.holds ? errors === 0 : errors > 0 && violated === config.fails
-    const ok = Number.isFinite(errors) && !truncated && expected
-    return {
-      name: config.name,
-      holds: config.holds,
-      fails: config.fails,
-      what: config.what,
-      ok,
-      errors,
-      states,
-      truncated,
-      violated,
-      trail,
-      seconds: Math.round((performance.now() - t0) / 100) / 10,
-      pan: ok ? undefined : pan.out,
-    }
-  } finally {
-    rmSync(dir, { recursive: true, force: true })
-  }
-}
-
-function main(argv) {
-  const json = argv.includes('--json')
-  const large = argv.includes('--large')
-  const names = argv.filter((a) => !a.startsWith('--'))
-  const all = [...CONFIGS, ...LARGE_CONFIGS]
-  const chosen =
-    names.length > 0 ? names.map((n) => all.find((c) => c.name === n) ?? n) : large ? LARGE_CONFIGS : CONFIGS
-  const unknown = chosen.filter((c) => typeof c === 'string')
-  if (unknown.length > 0) {
-    console.error(
-      `unknown configuration(s): ${unknown.join(', ')}; known: ${all.map((c) => c.name).join(', ')}`,
-    )
-    return 2
-  }
-  let failed = 0
-  for (const config of chosen) {
-    const r = check(config)
-    if (!r.ok) failed++
-    if (json) {
-      console.log(JSON.stringify(r))
-      continue
-    }
-    const verdict = r.errors === 0 ? 'holds' : `fails (${r.violated})`
-    console.log(
-      `${r.ok ? 'ok  ' : 'FAIL'} ${r.name.padEnd(30)} ${verdict}  ${r.states} states, ${r.seconds} s${r.truncated ? ', TRUNCATED by depth' : ''}`,
-    )
-    if (r.trail) for (const line of r.trail) console.log(`       ${line}`)
-    if (r.pan) console.log(r.pan)
-  }
-  return failed === 0 ? 0 : 1
-}
-
-if (process.argv[1] === fileURLToPath(import.meta.url)) process.exit(main(process.argv.slice(2)))
+if (process.argv[1] === fileURLToPath(import.meta.url))
+  process.exit(modelMain(MODEL, { configs: CONFIGS, large: LARGE_CONFIGS, gccOpt }, process.argv.slice(2)))

@@ -9,12 +9,10 @@
 //   node packages/kunci/model/check.mjs NAME...         only those
 //   node packages/kunci/model/check.mjs --json NAME     one result as JSON (model.test.ts)
 //
-// Needs spin and gcc (node scripts/ensure-tools.mjs spin gcc).
-import { execFileSync } from 'node:child_process'
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+// The runner is scripts/spin-model.mjs (shared with the other model). Needs spin and gcc
+// (node scripts/ensure-tools.mjs spin gcc).
 import { fileURLToPath } from 'node:url'
+import { modelMain } from '../../../scripts/spin-model.mjs'
 
 const MODEL = fileURLToPath(new URL('./lock.pml', import.meta.url))
 
@@ -123,101 +121,5 @@ export const LARGE_CONFIGS = [
   },
 ]
 
-const DEPTH = 20_000
-
-function run(cmd, args, cwd) {
-  try {
-    return {
-      out: execFileSync(cmd, args, {
-        cwd,
-        encoding: 'utf8',
-        stdio: ['ignore', 'pipe', 'pipe'],
-        maxBuffer: 64 << 20,
-      }),
-      code: 0,
-    }
-  } catch (err) {
-    return { out: `${err.stdout ?? ''}${err.stderr ?? ''}`, code: err.status ?? 1 }
-  }
-}
-
-/** Verifies one configuration; returns what pan said and, for an error, the counterexample. */
-export function check(config) {
-  const dir = mkdtempSync(join(tmpdir(), `kunci-model-${config.name}-`))
-  const t0 = performance.now()
-  try {
-    copyFileSync(MODEL, join(dir, 'lock.pml'))
-    const defs = Object.entries(config.defs).map(([k, v]) => `-D${k}=${v}`)
-    const gen = run('spin', [...defs, '-a', 'lock.pml'], dir)
-    if (gen.code !== 0) throw new Error(`spin -a failed:\n${gen.out}`)
-    // SAFETY: assertions only; COLLAPSE: compressed state vectors (exhaustive, less memory).
-    const cc = run('gcc', ['-O2', '-w', '-DSAFETY', '-DCOLLAPSE', '-o', 'pan', 'pan.c'], dir)
-    if (cc.code !== 0) throw new Error(`gcc failed:\n${cc.out}`)
-    // -E: the processes may stop anywhere (time runs out); -i: on an error, keep searching for
-    // a shorter one, so the trail left is the shortest.
-    const pan = run('./pan', [`-m${DEPTH}`, '-E', ...(config.holds ? [] : ['-i'])], dir)
-    const errors = Number(/errors: (\d+)/.exec(pan.out)?.[1] ?? Number.NaN)
-    const states = Number(/(\d+) states, stored/.exec(pan.out)?.[1] ?? Number.NaN)
-    const truncated = /max search depth too small/.test(pan.out)
-    const violated = /assertion violated (.*?) \(at depth/.exec(pan.out)?.[1]
-    let trail
-    if (errors > 0) {
-      const t = run('spin', [...defs, '-t', '-p', 'lock.pml'], dir)
-      writeFileSync(join(dir, 'trail.txt'), t.out)
-      trail = t.out
-        .split('\n')
-        .filter((l) => !l.includes('printf(') && /EVENT|assertion violated/.test(l))
-        .map((l) => l.trim().replace(/^.*?EVENT /, ''))
-    }
-    const ok = Number.isFinite(errors) && !truncated && (config.holds ? errors === 0 : errors > 0)
-    return {
-      name: config.name,
-      holds: config.holds,
-      what: config.what,
-      ok,
-      errors,
-      states,
-      truncated,
-      violated,
-      trail,
-      seconds: Math.round((performance.now() - t0) / 100) / 10,
-      pan: ok ? undefined : pan.out,
-    }
-  } finally {
-    rmSync(dir, { recursive: true, force: true })
-  }
-}
-
-function main(argv) {
-  const json = argv.includes('--json')
-  const large = argv.includes('--large')
-  const names = argv.filter((a) => !a.startsWith('--'))
-  const all = [...CONFIGS, ...LARGE_CONFIGS]
-  const chosen =
-    names.length > 0 ? names.map((n) => all.find((c) => c.name === n) ?? n) : large ? LARGE_CONFIGS : CONFIGS
-  const unknown = chosen.filter((c) => typeof c === 'string')
-  if (unknown.length > 0) {
-    console.error(
-      `unknown configuration(s): ${unknown.join(', ')}; known: ${all.map((c) => c.name).join(', ')}`,
-    )
-    return 2
-  }
-  let failed = 0
-  for (const config of chosen) {
-    const r = check(config)
-    if (!r.ok) failed++
-    if (json) {
-      console.log(JSON.stringify(r))
-      continue
-    }
-    const verdict = r.errors === 0 ? 'holds' : `fails (${r.violated})`
-    console.log(
-      `${r.ok ? 'ok  ' : 'FAIL'} ${r.name.padEnd(30)} ${verdict}  ${r.states} states, ${r.seconds} s${r.truncated ? ', TRUNCATED by depth' : ''}`,
-    )
-    if (r.trail) for (const line of r.trail) console.log(`       ${line}`)
-    if (r.pan) console.log(r.pan)
-  }
-  return failed === 0 ? 0 : 1
-}
-
-if (process.argv[1] === fileURLToPath(import.meta.url)) process.exit(main(process.argv.slice(2)))
+if (process.argv[1] === fileURLToPath(import.meta.url))
+  process.exit(modelMain(MODEL, { configs: CONFIGS, large: LARGE_CONFIGS }, process.argv.slice(2)))
