@@ -194,6 +194,20 @@ describe('on a 3+3 Redis Cluster', () => {
       }
     }
     await connect(to).config('RESETSTAT')
+    // The half-moved slot, forced rather than met by chance during the migration below: the slot
+    // MIGRATING on its owner and IMPORTING on the target, with the first 100 keys moved. The source
+    // answers ASK for a key it no longer has, and the client must follow it to the target.
+    const [fromId, toId] = [await connect(from).cluster('MYID'), await connect(to).cluster('MYID')]
+    await connect(to).cluster('SETSLOT', slot, 'IMPORTING', fromId)
+    await connect(from).cluster('SETSLOT', slot, 'MIGRATING', toId)
+    const moved = inSlot.slice(0, 100)
+    expect(await connect(from).migrate(to.host, to.serverPort, '', 0, 10_000, 'KEYS', ...moved)).toBe('OK')
+    await expect(connect(from).get(moved[0]!)).rejects.toThrow(/^ASK /)
+    expect(await client.get(moved[0]!)).toBe(moved[0])
+    expect(await commandCalls(to, 'asking')).toBe(1) // the GET above went through one ASK redirection
+    expect(await client.get(inSlot[100]!)).toBe(inSlot[100]) // not moved yet: answered by the source
+    // The rest of the migration, under concurrent reads and writes (topology sets the same states
+    // again, which Redis accepts, and moves what is left in batches).
     const workers = [0, 1, 2, 3].map(worker)
     await topology.migrateSlot(slot, to, { keysPerBatch: 20, pauseBetweenBatchesMs: 5 })
     stop = true
@@ -201,9 +215,8 @@ describe('on a 3+3 Redis Cluster', () => {
 
     expect(errors).toEqual([])
     expect(ops).toBeGreaterThan(100)
-    // The client really met the half-moved slot: it followed ASK redirections to the target.
+    // How many more ASK redirections the workers met depends on timing: counted, not asserted.
     const asking = await commandCalls(to, 'asking')
-    expect(asking).toBeGreaterThan(0)
     expect(await topology.slotOwner(slot)).toBe(to)
     expect(Number(await client.get(counter))).toBe(increments) // no write was lost or doubled
     expect(new Set(await collect(client, `${escapeGlob(tag)}:*`))).toEqual(new Set([...inSlot, counter]))
