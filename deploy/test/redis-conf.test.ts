@@ -120,6 +120,8 @@ for (const cfg of CONFIGS) {
       expect(configGet(port, 'pw', 'cluster-enabled')).toBe('yes')
       expect(configGet(port, 'pw', 'maxmemory-policy')).toBe(cfg.cluster.evictionPolicy)
       expect(configGet(port, 'pw', 'cluster-preferred-endpoint-type')).toBe('hostname')
+      // What apps/flash-sale/test/integration/stale-master.test.ts runs its cluster with (item 6).
+      expect(configGet(port, 'pw', 'cluster-replica-validity-factor')).toBe('10')
       expect(Number(configGet(port, 'pw', 'maxmemory'))).toBeGreaterThan(0)
     }, 60_000)
   })

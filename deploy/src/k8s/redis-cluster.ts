@@ -62,6 +62,12 @@ export function clusterObjects(cfg: DeployConfig) {
     'cluster-enabled yes',
     'cluster-config-file /data/nodes.conf',
     'cluster-node-timeout 5000',
+    // Redis's default, set so nobody lowers it to 0: a replica whose link has been down longer
+    // than 10 node time-outs, or a deposed master restarted and not yet synced, never promotes
+    // itself with its old data over what the new master held alone (issue 37 item 6,
+    // apps/flash-sale/test/integration/stale-master.test.ts). The price: if a master and a replica
+    // that long cut off fail together, the slots wait for a human (docs/operations.md).
+    'cluster-replica-validity-factor 10',
     // Clients get hostnames in MOVED/CLUSTER SHARDS: they survive a pod getting a new IP.
     'cluster-preferred-endpoint-type hostname',
     // The app waits for one replica (WAIT 1) after each reservation; everysec bounds what a
