@@ -1,10 +1,12 @@
 import { spawn } from 'node:child_process'
-import { setTimeout as sleep } from 'node:timers/promises'
+import { Cluster } from 'ioredis'
 import { keySlot } from 'kunci'
 import pg from 'pg'
-import { describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { saleKeys, WORKER_GROUP } from '../../src/redis/keys.js'
 import { type CheckoutOutcome, countBy, crowd, runCheckouts } from '../support/checkouts.js'
-import { type SaleFacts, violations, waitForSettled } from '../support/invariants.js'
+import { eventually } from '../support/eventually.js'
+import { type SaleFacts, saleFacts, violations, waitForSettled } from '../support/invariants.js'
 import { serviceCliPath, useStack } from '../support/stack-fixture.js'
 
 /**
@@ -20,6 +22,13 @@ function notConfirmed(outcomes: CheckoutOutcome[], facts: SaleFacts): CheckoutOu
 const reservations = (outcomes: CheckoutOutcome[]) =>
   outcomes.filter((o) => o.status === 200 || o.status === 202)
 
+type PendingSummary = [
+  count: number,
+  first: string | null,
+  last: string | null,
+  consumers: [string, string][] | null,
+]
+
 // The default strategy end to end: 2 service processes, a worker process, a 3+3 Redis Cluster and
 // PostgreSQL (through a fault proxy, so the SQL-down test can cut it), all real.
 describe('lua strategy: no oversell, no lost order, no double charge', () => {
@@ -28,6 +37,27 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
     { strategy: 'lua', instances: 2, lockNodes: false, env: { CLAIM_IDLE_MS: '2000' } },
     { db: 'fs_lua', sqlProxy: true },
   )
+
+  // The operator's connection, for what the worker group holds (XPENDING).
+  let admin: Cluster
+  beforeAll(() => {
+    admin = new Cluster(fx.stack.cluster.startupNodes, {
+      redisOptions: { username: fx.stack.redisAdmin.username, password: fx.stack.redisAdmin.password },
+    })
+  })
+  afterAll(() => admin?.disconnect())
+
+  /** The sale's events read by the worker group and not acknowledged, per consumer, keyed `-<pid>`. */
+  async function pendingByConsumer(productId: string): Promise<Map<string, number>> {
+    const [, , , consumers] = (await admin.xpending(
+      saleKeys(productId).orders,
+      WORKER_GROUP,
+    )) as PendingSummary
+    return new Map((consumers ?? []).map(([name, n]) => [name.slice(name.lastIndexOf('-')), Number(n)]))
+  }
+
+  /** PostgreSQL itself, past the fault proxy: readable while the proxy refuses the stack. */
+  const directSqlUrl = () => fx.stack.databaseUrl.replace(`:${fx.sqlProxy.port}/`, ':5432/')
 
   it('5,000 concurrent checkouts from 3,000 users for 100 units: exactly 100 reserved (200/202), the rest 409', async () => {
     await fx.stack.putSale({ productId: '9921', stock: 100 })
@@ -144,8 +174,35 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
       calls: crowd(600, 400, 10_000),
       concurrency: 32,
     })
-    await sleep(150)
-    await fx.stack.worker.kill()
+    // Killed holding a batch, forced: every SQL round trip of the worker is slowed, so a batch it
+    // read stays unacknowledged while it is persisted; the worker is frozen (SIGSTOP) and killed
+    // only once it is seen, frozen, holding events of this sale. A look that finds none (between
+    // an acknowledgement and the next read) lets it go on and looks again.
+    fx.sqlProxy.setLatency(150)
+    const worker = fx.stack.worker
+    const killed = worker.pid
+    let held = 0
+    try {
+      held = await eventually(
+        async () => {
+          worker.signal('SIGSTOP')
+          let n = 0
+          try {
+            n = (await pendingByConsumer('9923')).get(`-${killed}`) ?? 0
+          } finally {
+            if (n === 0) worker.signal('SIGCONT')
+          }
+          return n
+        },
+        (n) => n > 0,
+        { timeoutMs: 60_000, intervalMs: 20, what: 'the worker, frozen, to hold events of sale 9923' },
+      )
+      await worker.kill()
+    } finally {
+      fx.sqlProxy.setLatency(0)
+    }
+    expect(held).toBeGreaterThan(0)
+    console.info(`worker killed holding ${held} pending events of sale 9923`)
     const outcomes = await load
     expect(reservations(outcomes)).toHaveLength(300)
     fx.stack.worker.start()
@@ -153,10 +210,17 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
     expect(facts.confirmed).toHaveLength(300)
     expect(violations(outcomes, facts, 300)).toEqual([])
     expect(notConfirmed(outcomes, facts)).toEqual([])
+    // What it held was claimed by the new worker (after CLAIM_IDLE_MS) and acknowledged.
+    await eventually(
+      () => pendingByConsumer('9923'),
+      (byConsumer) => !byConsumer.has(`-${killed}`),
+      { timeoutMs: 60_000, what: `the killed worker's ${held} pending events to be claimed` },
+    )
   })
 
   it('SQL down: checkouts still answer from Redis, orders wait in the stream, nothing is lost once SQL is back', async () => {
     await fx.stack.putSale({ productId: '9924', stock: 50 })
+    const refusedAt = new Date().toISOString()
     fx.sqlProxy.refuse(true)
     fx.sqlProxy.dropConnections()
     const outcomes = await runCheckouts({
@@ -166,7 +230,18 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
       concurrency: 16,
     })
     expect(reservations(outcomes)).toHaveLength(50)
-    await sleep(1_000)
+    // The worker has met the outage (it logged an error since SQL was refused), so it has had its
+    // chance to lose or persist the orders: they wait in the stream, and SQL, read past the proxy,
+    // has none of them.
+    await eventually(
+      async () =>
+        fx.stack.worker.notable.filter(
+          (l) => l.slice(0, 24) >= refusedAt && l.includes('[flash-sale worker]'),
+        ),
+      (lines) => lines.length > 0,
+      { timeoutMs: 30_000, what: 'the worker to report that SQL is unreachable' },
+    )
+    expect((await saleFacts(directSqlUrl(), '9924')).confirmed).toEqual([])
     const during = await fetch(`${fx.stack.url}/v1/orders/${reservations(outcomes)[0]!.body.order_id}`)
     expect(during.status).toBe(200)
     expect(((await during.json()) as { status: string }).status).toBe('reserved')
@@ -188,7 +263,16 @@ describe('lua strategy: no oversell, no lost order, no double charge', () => {
       calls: crowd(1_500, 1_000, 30_000),
       concurrency: 32,
     })
-    await sleep(200)
+    // During the load: the sale's master has taken units when it is killed. Whether the load
+    // still runs then is timing; the checks below hold either way.
+    await eventually(
+      () =>
+        fetch(`${fx.stack.url}/admin/sales/9925`, {
+          headers: { authorization: `Bearer ${fx.stack.adminToken}` },
+        }).then((r) => r.json() as Promise<{ reserved: number }>),
+      (counts) => counts.reserved > 0,
+      { timeoutMs: 60_000, intervalMs: 20, what: 'the first unit of sale 9925 to be reserved' },
+    )
     await fx.stack.cluster.failover(master)
     const outcomes = await load
     const codes = countBy(outcomes, (o) => o.status)
