@@ -77,6 +77,7 @@ describe('service and kunci names', () => {
     m.ordersFailed.inc({ product_id: '1', reason: 'stale-round' })
     m.walletCharges.inc()
     m.drift.set({ product_id: '1' }, 0)
+    m.notKept.set({ product_id: '1' }, 0)
     m.saleStoreUnreachable.set({ product_id: '1' }, 0)
     m.saleEpoch.set({ product_id: '1' }, 1)
     m.saleResyncs.inc({ product_id: '1' }, 0)

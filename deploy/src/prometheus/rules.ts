@@ -160,6 +160,14 @@ export const SERVICE_RULES: readonly AlertRule[] = Object.freeze([
     'Product {{ $labels.product_id }}: {{ $value }} units that neither SQL nor Redis accounts for (order events on their way counted).',
   ),
   rule(
+    'FlashSaleOrdersNotKept',
+    'max by (product_id) (flash_sale_orders_not_kept) > 0',
+    undefined,
+    'critical',
+    'Reservations ended without a live order, not by the buyer',
+    'Product {{ $labels.product_id }}: {{ $value }} orders answered 200/202 were dead-lettered or failed duplicate_unit / sold_out_in_sql. Run reconcile: it names them (docs/operations.md).',
+  ),
+  rule(
     'FlashSaleWorkerHeldBack',
     'sum by (product_id) (increase(flash_sale_worker_unconfirmed_reads_total[2m])) > 0',
     '2m',

@@ -172,6 +172,12 @@ export function createServiceMetrics(registry: Registry) {
       labelNames: ['product_id'] as const,
       registers,
     }),
+    notKept: new Gauge({
+      name: 'flash_sale_orders_not_kept',
+      help: "Orders of a sale's current round that were reserved (answered 200 or 202) and did not end live for a reason that is not the buyer's: dead-lettered events, failed duplicate_unit or sold_out_in_sql; reconcile names them; 0 when every reservation was kept",
+      labelNames: ['product_id'] as const,
+      registers,
+    }),
     /** Hold sales (issue 16): pay and cancel, and the expiry sweeper (orders/hold-sweeper.ts). */
     orderActions: new Counter({
       name: 'flash_sale_order_actions_total',

@@ -40,6 +40,8 @@ export async function readRedisBooks(
 
 /** The unit equation of one sale, each term counted from what is there. */
 export interface UnitBooks {
+  /** The sale's current round in SQL. */
+  round: number
   stockTotal: number
   /** sales.sold: units held by orders in SQL. */
   sold: number
@@ -92,6 +94,7 @@ export async function unitBooks(
   const accounted =
     sale.sold + r.remaining + returnsNotInRedis + restocksNotInRedis + r.deadLettered + inQueue
   return {
+    round: sale.round,
     stockTotal: sale.stock_total,
     sold: sale.sold,
     remaining: r.remaining,

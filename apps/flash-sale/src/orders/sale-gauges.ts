@@ -12,7 +12,8 @@ const lastDrift = new Map<string, number>()
  * delivered, counted from the entries), XINFO's lag (shown, never trusted), stock remaining, and
  * the books' drift in units (books.ts), continuously, not only once the queue is drained. A
  * reservation persisted between the Redis and the SQL reading shows as +1 in that reading only:
- * the gauge moves when two readings in a row agree. And the wallets below zero.
+ * the gauge moves when two readings in a row agree. The orders not kept (dead letters, failures
+ * not the buyer's), which reconcile names. And the wallets below zero.
  */
 export async function updateSaleGauges(
   redis: RedisClient,
@@ -34,6 +35,11 @@ export async function updateSaleGauges(
         metrics.drift.set({ product_id: productId }, units.drift)
       }
       lastDrift.set(productId, units.drift)
+      // Reservations that were not kept for a reason not the buyer's (issue 37): the drift
+      // equation accounts for dead letters, so they need a gauge of their own.
+      const failed = await orders.failedNotByBuyer(productId, units.round)
+      const notKept = units.deadLettered + Object.values(failed).reduce((a, b) => a + b, 0)
+      metrics.notKept.set({ product_id: productId }, notKept)
     }
   }
   // No wallet below zero (the CHECK forbids it; the gauge says it is so).

@@ -269,7 +269,8 @@ export type UnitBooksReader = Pick<
 >
 
 /** What the worker's gauges (orders/sale-gauges.ts) and its sale list read. */
-export type GaugeReader = UnitBooksReader & Pick<OrderReaders, 'sales' | 'negativeWallets'>
+export type GaugeReader = UnitBooksReader &
+  Pick<OrderReaders, 'sales' | 'negativeWallets' | 'failedNotByBuyer'>
 
 /** What `reconcile` reads (with the unit books). */
 export type BooksReader = Pick<

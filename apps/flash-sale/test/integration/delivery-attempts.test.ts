@@ -6,12 +6,15 @@
 // worker's consumer and SQL sink in this process, SIGSTOP/SIGCONT of the real replica.
 import type { RedisCluster, RedisNode } from '@kunci/topology'
 import { keySlot } from 'kunci'
+import { Registry } from 'prom-client'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { connectDb, type Db } from '../../src/db/database.js'
 import { migrate } from '../../src/db/migrate.js'
+import { createServiceMetrics } from '../../src/metrics/service-metrics.js'
 import type { OrderSink, SinkEntry, SinkResult } from '../../src/orders/order-sink.js'
 import { OrderStore } from '../../src/orders/order-store.js'
 import { reconcile } from '../../src/orders/reconcile.js'
+import { updateSaleGauges } from '../../src/orders/sale-gauges.js'
 import { SqlSink } from '../../src/orders/sql-sink.js'
 import { StreamConsumer } from '../../src/orders/stream-consumer.js'
 import { ackRoute, type RedisClient } from '../../src/redis/connect.js'
@@ -296,4 +299,11 @@ it('reconcile names what broke a promise: dead-lettered events and orders failed
   expect(again.find((s) => s.product_id === 'att1')?.problems).toContainEqual(
     expect.stringMatching(/^1 order\(s\) reserved in Redis then failed duplicate_unit/),
   )
+  // The worker's gauge says the same, for the alert FlashSaleOrdersNotKept (the drift equation
+  // accounts for these, so its gauge stays 0).
+  const metrics = createServiceMetrics(new Registry())
+  await updateSaleGauges(client, async () => ['att1', 'att2', 'att3'], orders, metrics)
+  const notKept = await metrics.notKept.get()
+  const of = (id: string) => notKept.values.find((v) => v.labels.product_id === id)?.value
+  expect([of('att1'), of('att2'), of('att3')]).toEqual([1, 1, 0])
 })
