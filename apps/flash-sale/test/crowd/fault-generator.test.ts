@@ -2,7 +2,7 @@ import { startNetworkFaults } from '@kunci/topology'
 import { describe, expect, it } from 'vitest'
 import { type Broken, check } from '../support/fault-generator/checker.js'
 import { collectFacts, drain, tally } from '../support/fault-generator/facts.js'
-import { FaultRunner } from '../support/fault-generator/faults.js'
+import { FaultRunner, SOLO_UID } from '../support/fault-generator/faults.js'
 import { type FaultKind, planSeed, seedsOfRun } from '../support/fault-generator/generator.js'
 import { runSeed } from '../support/fault-generator/run-seed.js'
 import { useStack } from '../support/stack-fixture.js'
@@ -11,16 +11,21 @@ import { useStack } from '../support/stack-fixture.js'
 // and keyless checkouts, fast repeats of a key, limits 1–3, pay, cancel, expiry, refunds,
 // restocks, resets) against seeded random faults (kill -9 of the worker, of a serve instance, of
 // the sale's master; SIGSTOP of its replica; CLIENT KILL storms on the app's connections;
-// partitions a and b of partition-faults.ts), then one checker of every promise (checker.ts).
+// partitions a-e of partition-faults.ts, c and d on a solo instance that every fourth client goes
+// through; PostgreSQL refused), then one checker of every promise (checker.ts).
 // Seeds replay the same choices for the same code: a change to the weights or the plan changes
 // what a seed does, so a fixed seed is re-checked (and its comment updated) after such a change.
 //
 // Replay a seed: FAULT_SEED=<n> npx vitest run --project crowd apps/flash-sale/test/crowd/fault-generator.test.ts
-// (FAULT_LOAD_MS changes the load time, FAULT_SEEDS how many seeds a run without FAULT_SEED takes.)
+// (FAULT_LOAD_MS changes the load time, FAULT_SEEDS how many seeds a run without FAULT_SEED takes,
+// FAULT_ONLY which fault kinds are drawn.)
 
 /**
  * Seeds that once failed, run first on every CI run (then fresh random seeds up to SEEDS). Each
- * names what broke; a seed stays after its fix.
+ * names what broke; a seed stays after its fix. Since partitions c-e and the SQL outage joined
+ * the draw, these seeds run other schedules than the ones that found their bugs (seed 5 no longer
+ * draws partition-a): what they found is pinned by the integration tests named below, and the
+ * seeds stay as two more schedules that every run replays.
  */
 const FIXED_SEEDS: readonly number[] = [
   // Fixed (issue 37 item 5, keyed-refusals.test.ts): partition-a on the sale's master; keys
@@ -52,7 +57,7 @@ const LOAD_MS = Number(process.env.FAULT_LOAD_MS ?? 45_000)
 const NODE_TIMEOUT_MS = 1_000
 const INSTANCES = 2
 
-const FAULT_WEIGHTS: Partial<Record<FaultKind, number>> = {
+const ALL_FAULT_WEIGHTS: Partial<Record<FaultKind, number>> = {
   'kill-worker': 3,
   'kill-instance': 3,
   'kill-master': 2,
@@ -60,7 +65,21 @@ const FAULT_WEIGHTS: Partial<Record<FaultKind, number>> = {
   'client-kill-storm': 4,
   'partition-a': 1,
   'partition-b': 1,
+  'partition-c': 1,
+  'partition-d': 1,
+  'partition-e': 1,
+  'sql-outage': 2,
 }
+/** FAULT_ONLY=partition-c,sql-outage narrows the draw to those kinds (to work on one; not in CI). */
+const FAULT_WEIGHTS = process.env.FAULT_ONLY
+  ? Object.fromEntries(
+      process.env.FAULT_ONLY.split(',').map((k) => {
+        const weight = ALL_FAULT_WEIGHTS[k as FaultKind]
+        if (weight === undefined) throw new Error(`FAULT_ONLY: no fault kind ${k}`)
+        return [k, weight]
+      }),
+    )
+  : ALL_FAULT_WEIGHTS
 
 describe('fault generator: seeded operations against seeded faults, one checker of every promise', () => {
   const fx = useStack(
@@ -70,11 +89,12 @@ describe('fault generator: seeded operations against seeded faults, one checker 
       lockNodes: false,
       durability: 'replica',
       distinctHosts: true,
+      soloInstance: { uid: SOLO_UID },
       clusterNodeTimeoutMs: NODE_TIMEOUT_MS,
       // The worker's sweeper twice a second: holds of 2–5 s expire within the run.
       env: { HOLD_SWEEP_INTERVAL_MS: '500', CLAIM_IDLE_MS: '2000' },
     },
-    { db: 'fs_faultgen' },
+    { db: 'fs_faultgen', sqlProxy: true },
   )
   const seeds = seedsOfRun(process.env.FAULT_SEED, FIXED_SEEDS, SEEDS)
   let earlierFailed = false
@@ -86,7 +106,7 @@ describe('fault generator: seeded operations against seeded faults, one checker 
       const started = Date.now()
       console.log(`[fault-generator] seed ${seed} (replay: FAULT_SEED=${seed})`)
       const network = await startNetworkFaults({ name: 'fault-generator' })
-      const runner = new FaultRunner(fx.stack, network, NODE_TIMEOUT_MS)
+      const runner = new FaultRunner(fx.stack, network, NODE_TIMEOUT_MS, fx.sqlProxy)
       try {
         const options = {
           loadMs: LOAD_MS,

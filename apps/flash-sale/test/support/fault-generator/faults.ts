@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { NetworkFaults, RedisNode } from '@kunci/topology'
+import type { FaultProxy, NetworkFaults, RedisNode } from '@kunci/topology'
 import { Redis } from 'ioredis'
 import { keySlot } from 'kunci'
 import { eventually } from '../eventually.js'
@@ -21,17 +21,32 @@ import type { FaultRecord } from './history.js'
 //   partition-a        the sale's master cut off from every other node until its replica is
 //                      promoted (partition-faults.ts a; the instances still reach the old master)
 //   partition-b        the link between the sale's master and its replica cut for 3 s (no failover)
+//   partition-c        as a, and the solo instance cut off from every node but the old master
+//   partition-d        the solo instance cut off from the sale's master for 3 s
+//   partition-e        as b, then kill -9 of the master while the link is cut (a failover to a
+//                      replica that lacks the master's last writes, all answered 202)
+//   sql-outage         PostgreSQL refused and every connection to it dropped for holdMs (the
+//                      stack's SQL goes through a fault proxy)
 
 export const APP_REDIS_USER = 'flash-sale'
+/** The uid the stack's solo instance runs as (partitions c and d cut it off by uid). */
+export const SOLO_UID = 65534
 
 export class FaultRunner {
   readonly #stack: LocalStack
   readonly #admins = new Map<RedisNode, Redis>()
   readonly #partitions: PartitionDriver | undefined
+  readonly #sqlProxy: FaultProxy | undefined
 
-  constructor(stack: LocalStack, network: NetworkFaults | undefined, nodeTimeoutMs: number) {
+  constructor(
+    stack: LocalStack,
+    network: NetworkFaults | undefined,
+    nodeTimeoutMs: number,
+    sqlProxy?: FaultProxy,
+  ) {
     this.#stack = stack
-    this.#partitions = network && partitionDriver(stack, network, { nodeTimeoutMs, soloUid: 65534 })
+    this.#partitions = network && partitionDriver(stack, network, { nodeTimeoutMs, soloUid: SOLO_UID })
+    this.#sqlProxy = sqlProxy
   }
 
   #admin(node: RedisNode): Redis {
@@ -148,15 +163,36 @@ export class FaultRunner {
         )
       }
       case 'partition-a':
-      case 'partition-b': {
+      case 'partition-b':
+      case 'partition-c':
+      case 'partition-d':
+      case 'partition-e': {
         if (!this.#partitions) return record(undefined, false, 'no network faults on this stack')
-        const kind = plan.kind === 'partition-a' ? 'a' : 'b'
+        const kind = plan.kind.slice('partition-'.length) as 'a' | 'b' | 'c' | 'd' | 'e'
+        if ((kind === 'c' || kind === 'd') && !stack.solo)
+          return record(undefined, false, 'no solo instance on this stack')
         const f = await this.#partitions.run(kind, productId, slot)
+        const what = {
+          a: 'cut off from every node',
+          b: 'link to its replica cut',
+          c: 'cut off from every node, the solo instance from every other node',
+          d: 'the solo instance cut off from it',
+          e: 'link to its replica cut, then killed',
+        }[kind]
         return record(
           f.master,
-          kind === 'a',
-          `${kind === 'a' ? 'cut off from every node' : 'link to its replica cut'}, resynced ${f.resyncedAt - f.healedAt} ms after the heal`,
+          f.promotedAt !== undefined,
+          `${what}, resynced ${f.resyncedAt - f.healedAt} ms after the heal`,
         )
+      }
+      case 'sql-outage': {
+        const proxy = this.#sqlProxy
+        if (!proxy) return record(undefined, false, 'no SQL proxy on this stack')
+        proxy.refuse(true)
+        proxy.dropConnections()
+        await sleep(plan.holdMs)
+        proxy.refuse(false)
+        return record(undefined, false, `PostgreSQL refused for ${plan.holdMs} ms`)
       }
     }
   }
@@ -169,6 +205,7 @@ export class FaultRunner {
   async whole(instances: number): Promise<void> {
     const { stack } = this
     if (!stack.worker.running) stack.worker.start()
+    if (stack.solo && !stack.solo.running) stack.solo.start()
     await eventually(
       () => fetch(stack.workerMetricsUrl).then((r) => r.ok),
       (ok) => ok,

@@ -87,6 +87,10 @@ export type FaultKind =
   | 'client-kill-storm'
   | 'partition-a'
   | 'partition-b'
+  | 'partition-c'
+  | 'partition-d'
+  | 'partition-e'
+  | 'sql-outage'
 
 /** One fault of the schedule: what, after how long a pause, with its own parameters. */
 export interface FaultPlan {

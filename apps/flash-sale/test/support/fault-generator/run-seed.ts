@@ -48,6 +48,12 @@ export async function runSeed(plan: SeedPlan, runner: FaultRunner, o: RunSeedOpt
   const auth = { authorization: `Bearer ${stack.adminToken}` }
   const history: History = { seed: plan.seed, calls: [], rounds: [], faults: [] }
   const pool = new Pool(stack.url, { connections: o.clients + 4, pipelining: 1 })
+  // Every fourth client goes through the solo instance when the stack has one (partitions c and d
+  // cut it off by uid). Chosen by the client's number, so no seed's draws change with it.
+  const soloPool = stack.soloUrl
+    ? new Pool(stack.soloUrl, { connections: o.clients, pipelining: 1 })
+    : undefined
+  const via = (client: number) => (soloPool && client % 4 === 3 ? soloPool : pool)
   const stop = new AbortController()
   const held: Held[] = []
   const open: OpenSale[] = []
@@ -110,7 +116,7 @@ export async function runSeed(plan: SeedPlan, runner: FaultRunner, o: RunSeedOpt
   await openNext(0)
 
   const keyed: { sale: OpenSale; userId: number; key: string }[] = []
-  const checkout = async (p: Prng, again?: (typeof keyed)[number]) => {
+  const checkout = async (p: Prng, through: Pool, again?: (typeof keyed)[number]) => {
     const sale = again?.sale ?? (p.chance(0.8) || open.length === 1 ? open.at(-1)! : p.pick(open))
     const userId = again?.userId ?? p.pick(sale.plan.users)
     const key = again?.key ?? (p.chance(0.7) ? p.uuid() : undefined)
@@ -128,7 +134,7 @@ export async function runSeed(plan: SeedPlan, runner: FaultRunner, o: RunSeedOpt
       const a = await untilAnswered(
         call,
         () =>
-          send(pool, {
+          send(through, {
             method: 'POST',
             path: '/v1/checkout',
             body: { product_id: Number(sale.productId), user_id: userId },
@@ -147,9 +153,9 @@ export async function runSeed(plan: SeedPlan, runner: FaultRunner, o: RunSeedOpt
     } else await click(false)
   }
 
-  const action = async (p: Prng, kind: 'pay-or-cancel' | 'refund') => {
+  const action = async (p: Prng, through: Pool, kind: 'pay-or-cancel' | 'refund') => {
     const mine = kind === 'refund' ? held : held.filter((h) => h.payment === 'hold')
-    if (mine.length === 0) return checkout(p)
+    if (mine.length === 0) return checkout(p, through)
     const h = p.pick(mine)
     const verb = kind === 'refund' ? 'refund' : p.chance(0.65) ? 'pay' : 'cancel'
     const call: ActionCall = {
@@ -164,8 +170,8 @@ export async function runSeed(plan: SeedPlan, runner: FaultRunner, o: RunSeedOpt
       call,
       () =>
         verb === 'refund'
-          ? send(pool, { method: 'POST', path: `/admin/orders/${h.orderId}/refund`, headers: auth })
-          : send(pool, {
+          ? send(through, { method: 'POST', path: `/admin/orders/${h.orderId}/refund`, headers: auth })
+          : send(through, {
               method: 'POST',
               path: `/v1/orders/${h.orderId}/${verb}`,
               body: { user_id: h.userId },
@@ -174,7 +180,7 @@ export async function runSeed(plan: SeedPlan, runner: FaultRunner, o: RunSeedOpt
     )
   }
 
-  const restock = async (p: Prng) => {
+  const restock = async (p: Prng, through: Pool) => {
     const sale = open.at(-1)!
     const units = p.int(1, 3)
     const call: RestockCall = { kind: 'restock', productId: sale.productId, units, attempts: [] }
@@ -182,7 +188,7 @@ export async function runSeed(plan: SeedPlan, runner: FaultRunner, o: RunSeedOpt
     await untilAnswered(
       call,
       () =>
-        send(pool, {
+        send(through, {
           method: 'POST',
           path: `/admin/sales/${sale.productId}/restock`,
           body: { units },
@@ -194,15 +200,16 @@ export async function runSeed(plan: SeedPlan, runner: FaultRunner, o: RunSeedOpt
 
   const client = async (i: number) => {
     const p = rootPrng.fork(`client-${i}`)
+    const through = via(i)
     while (!stop.signal.aborted) {
       const op = nextOp(p)
-      if (op === 'checkout') await checkout(p)
+      if (op === 'checkout') await checkout(p, through)
       else if (op === 'repeat-key') {
         // Keys of the sales' current rounds (a reset starts the keys' answers afresh).
         const mine = keyed.filter((k) => open.includes(k.sale))
-        await checkout(p, mine.length > 0 ? p.pick(mine) : undefined)
-      } else if (op === 'restock') await restock(p)
-      else await action(p, op)
+        await checkout(p, through, mine.length > 0 ? p.pick(mine) : undefined)
+      } else if (op === 'restock') await restock(p, through)
+      else await action(p, through, op)
       await sleep(p.int(20, 200))
     }
   }
@@ -234,6 +241,7 @@ export async function runSeed(plan: SeedPlan, runner: FaultRunner, o: RunSeedOpt
   // The faults first: the clients' last calls may wait for a master or a worker to be back.
   const settled = await Promise.allSettled([...others, ...clients])
   await pool.close()
+  await soloPool?.close()
   const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected')
   if (failed)
     throw new Error(`seed ${plan.seed}: the run broke: ${String(failed.reason)}`, { cause: failed.reason })
