@@ -86,14 +86,20 @@ describe('embedded SQL (PGlite behind its socket server)', () => {
     }
   })
 
+  /** Two raw connections, each past its startup (ReadyForQuery). */
+  async function twoSessions(url: string) {
+    const sessions = [await wireConnect(port(url)), await wireConnect(port(url))] as const
+    for (const s of sessions) {
+      await s.send(wire.startup())
+      await s.until('Z')
+    }
+    return sessions
+  }
+
   it('pglite-socket on its own interleaves protocol messages of different connections (why session-queue.ts exists)', async () => {
     const sql = await startEmbeddedSql({ multiplexing: 'package' })
-    const [a, b] = [await wireConnect(port(sql.url)), await wireConnect(port(sql.url))]
+    const [a, b] = await twoSessions(sql.url)
     try {
-      await a.send(wire.startup())
-      await a.until('Z')
-      await b.send(wire.startup())
-      await b.until('Z')
       // The order a random hammer only sometimes produces, forced: A's Parse has run (its
       // ParseComplete came back) when B's whole query arrives, and only then A's Bind. PGlite is one
       // session, so its unnamed statement is now B's, and the package's queue (per message, FIFO
@@ -113,12 +119,8 @@ describe('embedded SQL (PGlite behind its socket server)', () => {
 
   it('the session queue holds the other connection back from the Parse to the Sync', async () => {
     const sql = await startEmbeddedSql()
-    const [a, b] = [await wireConnect(port(sql.url)), await wireConnect(port(sql.url))]
+    const [a, b] = await twoSessions(sql.url)
     try {
-      await a.send(wire.startup())
-      await a.until('Z')
-      await b.send(wire.startup())
-      await b.until('Z')
       // The same bytes in the same order as above; B's query cannot complete before A's Sync here,
       // so A's Bind is sent without waiting for B's answer.
       await a.send(wire.parse("SELECT 'A'::text AS who"), wire.flush())
