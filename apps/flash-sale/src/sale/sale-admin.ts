@@ -2,7 +2,7 @@ import { type Db, inTransaction } from '../db/database.js'
 import type { PaymentMode } from '../domain/order-states.js'
 import { ServiceError } from '../errors.js'
 import type { SqlSaleCountsSource } from '../sql/readers.js'
-import { type SaleInput, writeSale } from '../sql/sales.js'
+import { currentRound, type SaleInput, writeSale } from '../sql/sales.js'
 import type { Catalog } from './catalog.js'
 import type { Restocks } from './restocks.js'
 import type { SaleStore } from './sale-store.js'
@@ -25,9 +25,13 @@ export interface SaleView {
 }
 
 /**
- * Creates or resets a sale: SQL first (product, and the sale's new round with sold = 0), then the
- * stock pre-loaded in Redis, then the catalog entry dropped from every cache. If Redis fails after
- * SQL, the admin repeats the call: a new round again, nothing half-open in Redis.
+ * Creates or resets a sale. A reset first closes the round in Redis (SaleStock.closeRound, shown
+ * durable: reservations answer 503 from then on), then SQL (product, and the sale's new round
+ * with sold = 0), then the stock pre-loaded in Redis (which opens the round), then the catalog
+ * entry dropped from every cache. If anything fails after the close, the admin repeats the call:
+ * a new round again. Until then Redis refuses rather than sells, whatever a failover kept: a
+ * master that sold the round SQL has closed would answer 200s that all end `stale_round` (issue
+ * 37 item 8).
  */
 export async function putSale(
   db: Db,
@@ -35,6 +39,8 @@ export async function putSale(
   catalog: Catalog,
   input: SaleInput,
 ): Promise<SaleView> {
+  const round = await currentRound(db, input.productId)
+  if (round !== undefined) await store.closeRound(input.productId, round + 1)
   const row = await inTransaction(db, async (c) => {
     return writeSale(c, input)
   })

@@ -36,9 +36,12 @@ export interface UnitReturnReply {
   outcomes: ('returned' | 'before' | 'stale')[]
 }
 
-/** reserve.lua's answer for one checkout; ROOM_CHECK: not run, the waiting room must gate it first. */
+/**
+ * reserve.lua's answer for one checkout; ROOM_CHECK: not run, the waiting room must gate it first;
+ * SALE_RESETTING: not run, a reset closed the round and has not opened the next (503, retry).
+ */
 export interface ReserveReply {
-  code: ReserveCode | 'ROOM_CHECK'
+  code: ReserveCode | 'ROOM_CHECK' | 'SALE_RESETTING'
   orderId: string
   /** Units left after the batch this checkout was in. */
   remaining: number

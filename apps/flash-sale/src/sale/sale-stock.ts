@@ -14,6 +14,7 @@ import {
 import { readingBuyers, saleScript } from './sale-scripts.js'
 import type { SlotWatch } from './slot-watch.js'
 
+const CLOSE_ROUND = saleScript('close-round')
 const PRELOAD = saleScript('preload')
 const RESTOCK = saleScript('restock')
 const RETURN_UNITS = readingBuyers('return-units')
@@ -39,6 +40,26 @@ export class SaleStock extends SaleReads {
     super(client)
     this.#acks = options.acks
     this.#watch = options.watch
+  }
+
+  /**
+   * Closes the sale's round before a reset moves SQL to `nextRound` (close-round.lua): until
+   * preload() opens that round, reservations answer SALE_RESETTING (503) instead of selling a
+   * round SQL has closed. Shown durable before it returns (else SaleNotDurableError: SQL must not
+   * move), so no failover can bring back a master that sells the old round. 'open': the sale is
+   * at nextRound already (a repeated reset whose preload ran); 'none': Redis holds no sale.
+   */
+  async closeRound(productId: string, nextRound: number): Promise<'closed' | 'open' | 'none'> {
+    const k = saleKeys(productId)
+    const servedBy = this.#acks?.nodeOf(k.ackMark)
+    const reply = Number(
+      await withTimeout(CLOSE_ROUND.run(this.client, [k.meta], [nextRound, k.events]), READ_DEADLINE_MS),
+    )
+    if (reply < 0) return 'none'
+    if (reply === 0) return 'open'
+    if (this.#acks && !isDurable(await this.#acks.confirmOutcome(k.ackMark, servedBy)))
+      throw new SaleNotDurableError(productId)
+    return 'closed'
   }
 
   /** Creates or resets a sale (a new round); returns the sale's new epoch. */

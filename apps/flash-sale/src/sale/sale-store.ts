@@ -247,7 +247,7 @@ export class SaleStore extends SaleStock {
           item.reject(new ReservationScriptError(productId, detail))
           continue
         }
-        if (code !== 'ROOM_CHECK' && !isReserveCode(code)) {
+        if (code !== 'ROOM_CHECK' && code !== 'SALE_RESETTING' && !isReserveCode(code)) {
           item.reject(new UnexpectedScriptReplyError('reserve', raw))
           continue
         }

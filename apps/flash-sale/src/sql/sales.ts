@@ -49,6 +49,12 @@ export async function writeSale(c: Queryable, input: SaleInput): Promise<{ round
   return r.rows[0]!
 }
 
+/** The sale's current round in SQL, undefined for a product never on sale. */
+export async function currentRound(c: Queryable, productId: string): Promise<number | undefined> {
+  const r = await c.query<{ round: number }>('SELECT round FROM sales WHERE product_id = $1', [productId])
+  return r.rows[0]?.round
+}
+
 /** A product's name and price (the catalog's loader). */
 export function productRow(db: Db, productId: string) {
   return db.query<{ name: string; price_cents: string }>(

@@ -269,6 +269,12 @@ export class LuaStrategy implements CheckoutStrategy {
       else this.#roomGens.set(req.productId, reply.roomGen)
     }
     if (reply.code === 'ROOM_CHECK') return { ok: 'gate' }
+    if (reply.code === 'SALE_RESETTING')
+      return refused({
+        code: 'UNAVAILABLE',
+        message: `sale ${req.productId} is being reset (PUT /admin/sales under way): retry in a second`,
+        retryAfterS: 1,
+      })
     if (reply.code !== 'RESERVED') {
       // (An ALREADY_PURCHASED not shown durable never gets here: checkout() handles it first.)
       this.#rememberKey(req, reply.epoch, reply.code, reply.orderId)

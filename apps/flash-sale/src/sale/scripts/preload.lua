@@ -1,6 +1,7 @@
 -- Creates or resets a sale in Redis: a new round with its stock, window and limit; the buyers,
 -- idempotency answers and order statuses of the previous round are dropped (a reset is a new
--- sale: idempotency answers are kept per round). The stream stays: events of an older round
+-- sale: idempotency answers are kept per round), and the `closing` mark of close-round.lua goes:
+-- the new round is open. The stream stays: events of an older round
 -- still in it are settled by the workers as failed (stale round). The sale's epoch grows (it is
 -- never reset), and every instance is told: whatever it answered from memory is void.
 --
@@ -20,6 +21,8 @@ if redis.call('HGET', KEYS[1], 'round') == ARGV[1] then
   return tonumber(redis.call('HGET', KEYS[1], 'epoch'))
 end
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[7], KEYS[8])
+-- The round is open: close-round.lua's mark goes.
+redis.call('HDEL', KEYS[1], 'closing')
 redis.call('HSET', KEYS[1], 'round', ARGV[1], 'stock_total', ARGV[2], 'price_cents', ARGV[3],
   'starts_at_ms', ARGV[4], 'ends_at_ms', ARGV[5], 'per_user_limit', ARGV[6],
   'payment', ARGV[9], 'hold_seconds', ARGV[10])

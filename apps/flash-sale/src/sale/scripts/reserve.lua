@@ -37,13 +37,17 @@
 -- hold_seconds (0 for an instant sale: a reservation of a hold sale is to be paid by
 -- that time + hold_seconds), then 3 per checkout: code, order_id, replayed (1 = a stored answer) }
 -- with code one of RESERVED, SOLD_OUT, ALREADY_PURCHASED, SALE_NOT_STARTED, SALE_ENDED,
--- UNKNOWN_PRODUCT, IDEMPOTENCY_KEY_REUSED. Two more that are not answers: ROOM_CHECK (the sale has
--- a waiting room this instance did not check: nothing was done, go through the gate) and ERROR
--- (this checkout failed inside the script, order_id holds the error; the others are unaffected).
+-- UNKNOWN_PRODUCT, IDEMPOTENCY_KEY_REUSED. Three more that are not answers: ROOM_CHECK (the sale has
+-- a waiting room this instance did not check: nothing was done, go through the gate),
+-- SALE_RESETTING (a reset closed this round and has not opened the next: nothing was done, retry)
+-- and ERROR (this checkout failed inside the script, order_id holds the error; the others are
+-- unaffected).
 -- Time is the server's (TIME), so pods with skewed clocks agree on the sale window. The checkout
 -- that sells the last unit publishes 'sold-out <epoch>' on the channel.
 local meta = redis.call('HMGET', KEYS[1], 'round', 'starts_at_ms', 'ends_at_ms', 'per_user_limit',
-  'price_cents', 'epoch', 'payment', 'hold_seconds')
+  'price_cents', 'epoch', 'payment', 'hold_seconds', 'closing')
+-- A reset under way (close-round.lua): this round is closed, the next one not open yet.
+local closing = meta[9] and meta[9] ~= ''
 local epoch = tonumber(meta[6] or '0')
 local room = redis.call('HGET', KEYS[7], 'gen')
 local t = redis.call('TIME')
@@ -120,6 +124,8 @@ local function one(user, order_id, idem_key, checked)
   -- Reserved by an earlier run of this same call (its reply was lost): the same answer again.
   -- (Its key, if any, recorded that answer in the same run, and was found above.)
   if statuses.values[order_id] then return 'RESERVED', order_id, 1 end
+  -- Not an answer to keep: the same key gets the new round's answer once it is open.
+  if closing then return 'SALE_RESETTING', '', 0 end
   if room and checked ~= room then return 'ROOM_CHECK', '', 0 end
   -- Not recorded under the key: "not yet" is no answer to keep; the same key buys after the start.
   if now < tonumber(meta[2]) then return 'SALE_NOT_STARTED', '', 0 end
