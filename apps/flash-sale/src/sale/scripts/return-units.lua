@@ -21,7 +21,10 @@
 -- The record without `order_id`: its slot freed (a record written before slots existed frees its
 -- highest unknown one), trailing free slots dropped, `last` the highest live order left.
 local function drop_unit(record, order_id)
-  local count, last, slots = parse_buyer(record)
+  -- A malformed record (written by hand?) counts as nothing bought, so it is dropped below:
+  -- the unit still goes back, and the user can buy again.
+  local ok, count, last, slots = pcall(parse_buyer, record)
+  if not ok then count, last, slots = 0, '', {} end
   local at
   for n = 1, #slots do
     if slots[n] == order_id then at = n end
