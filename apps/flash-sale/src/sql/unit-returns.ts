@@ -1,4 +1,4 @@
-import type { Db } from '../db/database.js'
+import { type Db, inTransaction } from '../db/database.js'
 import type { ReturnReason } from '../domain/order-states.js'
 
 /**
@@ -9,6 +9,11 @@ import type { ReturnReason } from '../domain/order-states.js'
 /**
  * Marks these orders' returns done; counted once per order: only rows still pending move, and
  * only those of the current round (`counted`) count in sales.returned.
+ *
+ * The sale's row is locked first and its round read under that lock. In one statement, the round
+ * came from the statement's snapshot while the increment met the row as a concurrent reset had
+ * just left it: a return of the old round was counted in the new round's `returned` (found by the
+ * fault generator, seed 5: sales.returned one above the orders done; returned-count.test.ts).
  */
 export async function markReturned(
   db: Db,
@@ -16,17 +21,23 @@ export async function markReturned(
   counted: readonly string[],
   productId: string,
 ): Promise<void> {
-  await db.query(
-    `WITH d AS (
-           UPDATE orders SET unit_return = 'done' WHERE order_id = ANY($1) AND unit_return = 'pending'
-           RETURNING order_id, round
-         )
-         UPDATE sales SET returned = returned + n.c, updated_at = now()
-         FROM (SELECT count(*)::int AS c FROM d, sales s
-               WHERE d.order_id = ANY($2) AND s.product_id = $3 AND d.round = s.round) n
-         WHERE sales.product_id = $3 AND n.c > 0`,
-    [done, counted, productId],
-  )
+  await inTransaction(db, async (c) => {
+    const sale = await c.query<{ round: number }>(
+      'SELECT round FROM sales WHERE product_id = $1 FOR UPDATE',
+      [productId],
+    )
+    const round = sale.rows[0]?.round ?? -1
+    await c.query(
+      `WITH d AS (
+             UPDATE orders SET unit_return = 'done' WHERE order_id = ANY($1) AND unit_return = 'pending'
+             RETURNING order_id, round
+           )
+           UPDATE sales SET returned = returned + n.c, updated_at = now()
+           FROM (SELECT count(*)::int AS c FROM d WHERE d.order_id = ANY($2) AND d.round = $4) n
+           WHERE sales.product_id = $3 AND n.c > 0`,
+      [done, counted, productId, round],
+    )
+  })
 }
 
 /** Up to `limit` orders of the sale whose unit return is pending, in order_id order. */
