@@ -67,6 +67,13 @@ async function manualFailover(master: RedisNode): Promise<RedisNode> {
     conn.disconnect()
   }
   await cluster.waitForOk()
+  // The promoted node knows at once; the node slotOwner() asks learns it by gossip a moment later
+  // (a CPU-bound neighbour made that moment visible: the old owner was still shown).
+  await eventually(
+    () => cluster.slotOwner(slot),
+    (owner) => owner.port === replica.port,
+    { timeoutMs: 30_000, what: "the Cluster's view showing the promoted node as the slot's owner" },
+  )
   return replica
 }
 
