@@ -5,6 +5,7 @@ import { keySlot } from 'kunci'
 import pg from 'pg'
 import { describe, expect, it } from 'vitest'
 import { eventually } from '../support/eventually.js'
+import { maxOf, minOf } from '../support/failover-checks.js'
 import { runReconcile } from '../support/money.js'
 import { runSalesCrowd, type SaleRequest } from '../support/partition-crowd.js'
 import {
@@ -307,7 +308,7 @@ describe.each(CONFIGS)('partitions at cluster-node-timeout $nodeTimeoutMs ms', (
           const mine = r404.filter((r) => r.productId === id)
           const o = opened.find((x) => x.productId === id)
           diag.push(
-            `sale ${id} opened ${o ? o.at - done[0]!.startedAt : '-'} ms after fault 0; 404s ${mine.length} main ${mine.filter((r) => r.url === 0).length} from ${Math.min(...mine.map((r) => r.sentAt)) - done[0]!.startedAt} to ${Math.max(...mine.map((r) => r.sentAt)) - done[0]!.startedAt}; ok after: ${requests.filter((r) => r.productId === id && r.status !== 404).length} first ${Math.min(...requests.filter((r) => r.productId === id && r.status !== 404).map((r) => r.sentAt)) - done[0]!.startedAt} messages ${[...new Set(mine.map((r) => (r as { message?: string }).message))].join('|')}`,
+            `sale ${id} opened ${o ? o.at - done[0]!.startedAt : '-'} ms after fault 0; 404s ${mine.length} main ${mine.filter((r) => r.url === 0).length} from ${minOf(mine.map((r) => r.sentAt)) - done[0]!.startedAt} to ${maxOf(mine.map((r) => r.sentAt)) - done[0]!.startedAt}; ok after: ${requests.filter((r) => r.productId === id && r.status !== 404).length} first ${minOf(requests.filter((r) => r.productId === id && r.status !== 404).map((r) => r.sentAt)) - done[0]!.startedAt} messages ${[...new Set(mine.map((r) => (r as { message?: string }).message))].join('|')}`,
           )
         }
         console.log(
@@ -342,7 +343,7 @@ describe.each(CONFIGS)('partitions at cluster-node-timeout $nodeTimeoutMs ms', (
           const cut = url === 1 && (f.kind === 'c' || f.kind === 'd')
           const from = cut || f.promotedAt === undefined ? f.healedAt : f.promotedAt
           const mine = requests.filter((r) => r.url === url && r.sentAt >= from && r.sentAt < until)
-          const first = Math.min(...mine.filter(answered).map((r) => r.sentAt + r.ms)) - from
+          const first = minOf(mine.filter(answered).map((r) => r.sentAt + r.ms)) - from
           recovery.push(
             `${f.kind}/${url === 0 ? 'main' : 'solo'} ${Math.round(first)} ms${url === 0 ? ` (after the heal: pair in sync ${f.resyncedAt - f.healedAt} ms, Cluster whole ${f.recoveredAt - f.healedAt} ms)` : ''}`,
           )

@@ -51,7 +51,7 @@ export function brokenOverall(o: Observed): string[] {
   const slow = o.crowd.requests.filter((r) => (r.serverMs ?? 0) > CHECKOUT_DEADLINE_MS)
   if (slow.length > 0)
     broken.push(
-      `${slow.length} checkouts held past the deadline (slowest ${Math.max(...slow.map((r) => r.serverMs!))} ms)`,
+      `${slow.length} checkouts held past the deadline (slowest ${maxOf(slow.map((r) => r.serverMs!))} ms)`,
     )
   const product = o.product.filter(
     (p) => p.status === 0 || (p.serverMs ?? 0) > PRODUCT_DEADLINE_MS || ![200, 503].includes(p.status),
@@ -63,13 +63,20 @@ export function brokenOverall(o: Observed): string[] {
   return broken
 }
 
+/**
+ * The smallest and largest of many numbers. Math.min(...xs) passes each one as an argument, and a
+ * crowd's requests on a fast run (hundreds of thousands) overflow the call stack.
+ */
+export const minOf = (xs: readonly number[]) => xs.reduce((m, x) => Math.min(m, x), Number.POSITIVE_INFINITY)
+export const maxOf = (xs: readonly number[]) => xs.reduce((m, x) => Math.max(m, x), Number.NEGATIVE_INFINITY)
+
 /** Everything issue 13 asks of one failover, as a list of broken promises (empty = all held). */
 export function brokenByKill(o: Observed, k: Kill, productId: string): string[] {
   const broken: string[] = []
   const within = <T extends { sentAt: number }>(xs: T[], from: number, to = k.until) =>
     xs.filter((x) => x.sentAt >= from && x.sentAt < to)
-  const firstAnswer = Math.min(
-    ...within(o.crowd.requests, k.promotedAt)
+  const firstAnswer = minOf(
+    within(o.crowd.requests, k.promotedAt)
       .filter(answered)
       .map((r) => r.sentAt + r.ms),
   )
