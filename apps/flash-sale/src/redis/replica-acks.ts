@@ -90,7 +90,7 @@ const ALONE_CHECK_MS = 1_000
  *   "acked".
  * - **No replica, no wait.** A round that times out with 0 acknowledgements marks the node as
  *   short of replicas: until a probe round (every `probeIntervalMs`) sees a replica again,
- *   confirm() answers false at once.
+ *   confirm() answers false at once (except to a caller that asks to wait: `probe`).
  * - **Alone is decided by the Cluster, not by WAIT** (issue 20). A master cut off from its replica
  *   by a partition gets 0 acknowledgements exactly like a promoted master whose old master is
  *   dead, but the first is about to be deposed and the second is the only copy there is. After a
@@ -140,8 +140,14 @@ export class ReplicaAcks {
    * (the Cluster's majority shows that no replica could be promoted without these writes) — is
    * what the worker needs before persisting and a return before it counts as done; anything else
    * could be taken back by the next failover: try again later.
+   *
+   * `probe`: a caller that waits on purpose for a replica to catch up (SaleStore.waitDurable) asks
+   * for a round even while the node is marked short of replicas, instead of the answer from
+   * memory until the next probe: a round that timed out only because a replica was slow (WAIT's
+   * 50 ms on a loaded machine) would otherwise keep it unconfirmed for the whole probe interval.
+   * Still one round in flight per node, shared by every caller.
    */
-  confirmOutcome(markerKey: string, servedBy?: string): Promise<AckOutcome> {
+  confirmOutcome(markerKey: string, servedBy?: string, probe = false): Promise<AckOutcome> {
     const node = this.#closed ? undefined : this.#route.nodeOf(markerKey)
     if (node === undefined || (servedBy !== undefined && node !== servedBy)) return this.#answer('error')
     let st = this.#nodes.get(node)
@@ -157,7 +163,7 @@ export class ReplicaAcks {
       }
       this.#nodes.set(node, st)
     }
-    if (st.noReplica) {
+    if (st.noReplica && !probe) {
       if (!st.inFlight && Date.now() - st.probedAt >= this.#probeIntervalMs) {
         st.probedAt = Date.now()
         st.marker = markerKey

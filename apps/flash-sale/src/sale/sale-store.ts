@@ -116,8 +116,9 @@ export class SaleStore extends SaleStock {
   /**
    * Waits at most `withinMs` for the sale's master to be shown durable (a replica holds what it
    * answered, or it is alone): true once it is, false if not within the time. Without replica
-   * acknowledgements: true. For an answer that names an order (ALREADY_PURCHASED) while a replica
-   * resyncs after rejoining, which takes about a second.
+   * acknowledgements: true. For an answer that names an order (ALREADY_PURCHASED) or a final
+   * refusal kept under a key, while a replica resyncs after rejoining (about a second) or is only
+   * slow to acknowledge. Its rounds go out even while the node is marked short of replicas.
    */
   async waitDurable(productId: string, withinMs: number, servedBy: string | undefined): Promise<boolean> {
     if (!this.#acks) return true
@@ -128,7 +129,7 @@ export class SaleStore extends SaleStock {
       const left = deadline - performance.now()
       if (left <= 0) return false
       const outcome = await withTimeout(
-        this.#acks.confirmOutcome(saleKeys(productId).ackMark, servedBy),
+        this.#acks.confirmOutcome(saleKeys(productId).ackMark, servedBy, true),
         left,
       ).catch(() => 'timeout' as const)
       if (isDurable(outcome)) return true

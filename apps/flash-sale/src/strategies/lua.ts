@@ -87,7 +87,12 @@ export class LuaStrategy implements CheckoutStrategy {
         : reservation)
       if (reply.code === 'ALREADY_PURCHASED' && reply.durable === false)
         return await this.#unconfirmedPurchase(req, reply.orderId, reply.servedBy, deadline)
-      if (isRecordedRefusal(reply.code, req.idempotencyKey) && reply.durable === false) return unkeptRefusal()
+      if (
+        isRecordedRefusal(reply.code, req.idempotencyKey) &&
+        reply.durable === false &&
+        !(await this.#refusalKept(req.productId, reply.servedBy, deadline))
+      )
+        return unkeptRefusal()
       if (reply.code === 'UNKNOWN_PRODUCT' && (await this.#saleKnownElsewhere(req.productId, deadline)))
         return refused(unavailable("the sale's Redis node does not know this sale yet (a failover)", 1))
       const outcome = this.#outcome(req, reply)
@@ -148,7 +153,11 @@ export class LuaStrategy implements CheckoutStrategy {
     }
     if (recorded.code === 'ALREADY_PURCHASED' && recorded.durable === false)
       return this.#unconfirmedPurchase(req, recorded.orderId, recorded.servedBy, deadline)
-    if (isRecordedRefusal(recorded.code, req.idempotencyKey) && recorded.durable === false)
+    if (
+      isRecordedRefusal(recorded.code, req.idempotencyKey) &&
+      recorded.durable === false &&
+      !(await this.#refusalKept(req.productId, recorded.servedBy, deadline))
+    )
       return unkeptRefusal()
     this.#rememberKey(req, local.epoch, recorded.code, recorded.orderId)
     return refused(saleRefusal(recorded.code, req.productId, recorded.orderId))
@@ -217,6 +226,20 @@ export class LuaStrategy implements CheckoutStrategy {
     )
       return refused(saleRefusal('ALREADY_PURCHASED', req.productId, orderId))
     return refused(unavailable("the sale's Redis master cannot show yet that your earlier order is kept", 1))
+  }
+
+  /**
+   * A final refusal recorded under the key by a master whose confirmation round did not show at
+   * once that a replica holds it. Usually the round only timed out (WAIT's 50 ms, a replica slow
+   * to acknowledge on a loaded machine: 503s seconds after a failover had healed, issue 41); a
+   * later round on the same node that is acknowledged covers everything the node wrote before
+   * it, the record included. So: later rounds, as for an unconfirmed purchase, within the
+   * checkout's deadline; false (503, retry) if none shows it, as when the master is cut off.
+   */
+  #refusalKept(productId: string, servedBy: string | undefined, deadline: number): Promise<boolean> {
+    const left = deadline - performance.now()
+    if (left <= 0) return Promise.resolve(false)
+    return this.store.waitDurable(productId, Math.min(UNCONFIRMED_PURCHASE_WAIT_MS, left), servedBy)
   }
 
   /**
@@ -314,7 +337,15 @@ export class LuaStrategy implements CheckoutStrategy {
       if (recorded === undefined || recorded.code === 'RESERVED') return undefined
       if (recorded.code === 'ALREADY_PURCHASED' && recorded.durable === false) return undefined
       // A final refusal kept under the key, not shown durable: no final answer yet (503).
-      if (isRecordedRefusal(recorded.code, req.idempotencyKey) && recorded.durable === false)
+      if (
+        isRecordedRefusal(recorded.code, req.idempotencyKey) &&
+        recorded.durable === false &&
+        !(await this.#refusalKept(
+          req.productId,
+          recorded.servedBy,
+          performance.now() + this.store.deadlineMs,
+        ))
+      )
         refusal = unkeptRefusalOf()
       else {
         this.#rememberKey(req, local.epoch, recorded.code, recorded.orderId)

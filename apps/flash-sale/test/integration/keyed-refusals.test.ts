@@ -22,11 +22,13 @@ let client: RedisClient
 let acks: ReplicaAcks
 let store: SaleStore
 let strategy: LuaStrategy
+let access: Parameters<typeof ackRoute>[1]
 
 beforeAll(async () => {
   const sc = await startSaleCluster({ nodeTimeoutMs: 15_000 })
   cluster = sc.cluster
   client = await sc.connect()
+  access = sc.config
   acks = new ReplicaAcks(ackRoute(client, sc.config), { timeoutMs: 200 })
   store = new SaleStore(client, { acks })
   strategy = new LuaStrategy(store, { durability: 'replica' })
@@ -86,6 +88,37 @@ it('a keyed SOLD_OUT on a master that cannot show a replica holds it: 503, then 
   await durableAgain(productId)
   const final = await strategy.checkout({ productId, userId: 'k1', idempotencyKey: 'key-1' })
   expect(final).toMatchObject({ ok: false, code: 'SOLD_OUT' })
+})
+
+// Issue 41: beside a CPU-bound process, 503s "cannot show yet that this answer is kept" came
+// seconds after a failover had healed: WAIT's short timeout ran out on a replica that was only slow,
+// the node was marked short of replicas, and every keyed refusal was answered 503 at once until the
+// next probe. Forced here: the replica is paused when the refusal's round goes out and resumed the
+// moment that round is answered unconfirmed; the same checkout then waits for a later round.
+it('a keyed SOLD_OUT whose first round found the replica slow waits for a later round: 409, not 503', async () => {
+  const productId = 'kr4'
+  const replica = await soldOutSale(productId)
+  let unconfirmed = 0
+  const slowAcks = new ReplicaAcks(ackRoute(client, access), {
+    timeoutMs: 200,
+    onOutcome: (outcome) => {
+      if (isDurable(outcome)) return
+      unconfirmed++
+      replica.resume()
+    },
+  })
+  try {
+    const slowStore = new SaleStore(client, { acks: slowAcks })
+    const slow = new LuaStrategy(slowStore, { durability: 'replica' })
+    replica.pause()
+    const r = await slow.checkout({ productId, userId: 'k5', idempotencyKey: 'key-5' })
+    // The first round was answered unconfirmed (the replica paused), and yet the answer is final.
+    expect(unconfirmed).toBeGreaterThan(0)
+    expect(r).toMatchObject({ ok: false, code: 'SOLD_OUT' })
+  } finally {
+    replica.resume()
+    slowAcks.close()
+  }
 })
 
 it("a snapshot's refusal recorded under a key (refuse.lua) is no final answer until it is shown durable", async () => {

@@ -24,6 +24,13 @@ export interface PartitionFault {
   healedAt: number
   /** When the master and its replica were in sync again (a replica's full sync after a restart). */
   resyncedAt: number
+  /**
+   * When a write in the sale's slot was first acknowledged by a replica again (the test's own
+   * SET + WAIT on the slot's master, as the service's confirmation round does). Until then the
+   * service cannot show an answer is kept and answers 503 on purpose; a replica whose link is up
+   * may still take seconds to acknowledge on a loaded machine.
+   */
+  confirmedAt: number
   /** When the Cluster was whole again (every master with a replica in sync). */
   recoveredAt: number
 }
@@ -77,9 +84,16 @@ export function partitionDriver(
       timeoutMs: failoverMs,
       intervalMs: 50,
     })
-  /** Whole again: the old master a replica of the promoted one (or of itself again), in sync, the Cluster ok. */
-  /** Resolves once the Cluster is whole again, with when the pair was first seen in sync. */
-  const recovered = async (master: RedisNode, replica: RedisNode): Promise<number> => {
+  /**
+   * Whole again: the old master a replica of the promoted one (or of itself again), in sync, the
+   * Cluster ok. Resolves with when the pair was first seen in sync and when a write to `probeKey`
+   * (a key in the sale's slot) was first acknowledged by the replica.
+   */
+  const recovered = async (
+    master: RedisNode,
+    replica: RedisNode,
+    probeKey: string,
+  ): Promise<{ resyncedAt: number; confirmedAt: number }> => {
     await until(
       async () => {
         const [m, r] = await Promise.all([replication(master), replication(replica)])
@@ -93,6 +107,26 @@ export function partitionDriver(
       { timeoutMs: 60_000 + options.nodeTimeoutMs * 4, intervalMs: 100 },
     )
     const resyncedAt = Date.now()
+    // The service's confirmation round is SET of a marker + WAIT for one replica: the same here,
+    // on whichever of the two is master now (a node that does not answer yet is asked again).
+    await until(
+      async () => {
+        const owner = (await replication(master))?.role === 'master' ? master : replica
+        const [[setErr], [waitErr, acks]] = ((await admin(owner)
+          .pipeline()
+          .set(probeKey, '1', 'PX', 10_000)
+          .wait(1, 500)
+          .exec()
+          .catch(() => null)) ?? [[new Error('no reply')], [new Error('no reply'), 0]]) as [
+          [Error | null],
+          [Error | null, unknown],
+        ]
+        return setErr === null && waitErr === null && Number(acks) >= 1
+      },
+      "a write in the sale's slot acknowledged by the replica again",
+      { timeoutMs: 60_000 + options.nodeTimeoutMs * 4, intervalMs: 100 },
+    )
+    const confirmedAt = Date.now()
     // And the Cluster's view says so: a node restarted after a kill stays flagged `fail` in the
     // others' tables until gossip clears it (seconds at a 15 s node timeout), and the next fault
     // reads the pair from that view.
@@ -122,7 +156,7 @@ export function partitionDriver(
       { timeoutMs: 60_000 + options.nodeTimeoutMs * 4, intervalMs: 200 },
     )
     await stack.cluster.waitForOk(60_000)
-    return resyncedAt
+    return { resyncedAt, confirmedAt }
   }
 
   return {
@@ -157,7 +191,11 @@ export function partitionDriver(
         await master.restart()
       }
       const healedAt = Date.now()
-      const resyncedAt = await recovered(master, replica)
+      const { resyncedAt, confirmedAt } = await recovered(
+        master,
+        replica,
+        `{sale:${productId}}:partition-probe`,
+      )
       return {
         kind,
         productId,
@@ -166,6 +204,7 @@ export function partitionDriver(
         promotedAt,
         healedAt,
         resyncedAt,
+        confirmedAt,
         recoveredAt: Date.now(),
       }
     },
