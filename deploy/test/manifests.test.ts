@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
+import { parse } from 'yaml'
 import { Certificate, CertManagerSchemaError, Issuer } from '../src/k8s/cert-manager.js'
 import { CLUSTER_BUS_PORT, CONFIGS, EXPORTER_PORT, REDIS_PORT } from '../src/k8s/config.js'
 import {
@@ -13,6 +14,7 @@ import {
   renderManifests,
   validateManifests,
 } from '../src/k8s/manifests.js'
+import { migrateJobName } from '../src/k8s/service.js'
 import { renderAll } from '../src/render-all.js'
 
 const DEPLOY_DIR = new URL('..', import.meta.url)
@@ -168,8 +170,12 @@ for (const cfg of CONFIGS) {
         }
       }
       for (const cm of of('ConfigMap')) {
-        const text = JSON.stringify(cm)
-        expect(text).not.toMatch(/requirepass|masterauth|user \S+ .*>/)
+        // Line by line: an ACL rule with a password is one line (`user <name> … ><password>`); the
+        // dashboard's JSON as one string would match across unrelated lines.
+        const lines = Object.values((cm as { data?: Record<string, string> }).data ?? {}).flatMap((v) =>
+          v.split('\n'),
+        )
+        for (const line of lines) expect(line).not.toMatch(/requirepass|masterauth|^\s*user \S+ .*>/)
       }
     })
 
@@ -231,16 +237,67 @@ for (const cfg of CONFIGS) {
       expect(lockSet.spec.volumeClaimTemplates).toHaveLength(1)
     })
 
-    it('the service drains: preStop plus drain time fit in the termination grace period', () => {
+    it('the service drains on its own (DRAIN_DELAY_MS): no exec hook, and the delay plus the drain fit in the grace period', () => {
       const spec = podSpec(named('Deployment', 'flash-sale')) as PodSpec & {
         terminationGracePeriodSeconds: number
-        containers: (Container & { lifecycle?: { preStop?: { exec?: { command: string[] } } } })[]
+        containers: (Container & { lifecycle?: unknown })[]
       }
-      const sleep = Number(spec.containers[0]!.lifecycle?.preStop?.exec?.command[1])
-      expect(sleep).toBeGreaterThan(0)
-      expect(spec.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(sleep + 10)
-      expect(JSON.stringify(spec.containers[0]!.readinessProbe)).toContain('/readyz')
-      expect(JSON.stringify(spec.containers[0]!.livenessProbe)).toContain('/healthz')
+      const c = spec.containers[0]!
+      // The image has no shell and no sleep binary: an exec hook would fail on every rollout.
+      expect(c.lifecycle).toBeUndefined()
+      const envOf = (name: string) => Number(c.env?.find((e) => e.name === name)?.value)
+      expect(envOf('DRAIN_DELAY_MS')).toBeGreaterThan(0)
+      expect(envOf('DRAIN_TIMEOUT_MS')).toBeGreaterThan(0)
+      expect(spec.terminationGracePeriodSeconds * 1000).toBeGreaterThanOrEqual(
+        envOf('DRAIN_DELAY_MS') + envOf('DRAIN_TIMEOUT_MS') + 5_000,
+      )
+      expect(JSON.stringify(c.readinessProbe)).toContain('/readyz')
+      expect(JSON.stringify(c.livenessProbe)).toContain('/healthz')
+    })
+
+    it('images are fully qualified, and the migrate Job is named for its release', () => {
+      for (const o of objects) {
+        for (const image of JSON.stringify(o).match(/"image":"[^"]+"/g) ?? []) {
+          // registry host (a dot, a port or localhost) / path : tag or @digest
+          expect(image).toMatch(
+            /^"image":"(localhost|[^/"]*[.:][^/"]*)\/[^"]+(:[\w.-]+|@sha256:[0-9a-f]{64})"$/,
+          )
+        }
+      }
+      const migrateJobs = objects.filter(
+        (o) => o.kind === 'Job' && o.metadata?.name?.startsWith('flash-sale-migrate'),
+      )
+      expect(migrateJobs.map((j) => j.metadata?.name)).toEqual([migrateJobName(cfg.image)])
+      expect(migrateJobName('localhost/kunci/flash-sale:0.1.0')).toBe('flash-sale-migrate-0-1-0')
+      expect(migrateJobName('registry.example:5000/fs@sha256:' + 'ab'.repeat(32))).toBe(
+        'flash-sale-migrate-abababababab',
+      )
+      expect(migrateJobName('registry.example:5000/fs')).toBe('flash-sale-migrate-latest')
+      const next = renderAll({ image: 'localhost/kunci/flash-sale:0.2.0' }).get(
+        `k8s/${cfg.env}/flash-sale.yaml`,
+      )
+      expect(next).toContain('name: flash-sale-migrate-0-2-0')
+    })
+
+    it('monitoring: ServiceMonitors and the PrometheusRule carry the selector labels; the rule is alerts.yml; the dashboard ConfigMap is the committed JSON', () => {
+      const monitoring = of('ServiceMonitor').concat(of('PrometheusRule'))
+      expect(monitoring.length).toBe(5)
+      for (const o of monitoring) expect(o.metadata?.labels).toMatchObject(cfg.monitoringLabels)
+      const rule = named('PrometheusRule', 'kunci') as unknown as { spec: unknown }
+      expect(rule.spec).toEqual(parse(readFileSync(new URL('prometheus/alerts.yml', DEPLOY_DIR), 'utf8')))
+      const board = named('ConfigMap', 'kunci-flash-sale-dashboard') as unknown as {
+        metadata: { namespace: string; labels: Record<string, string> }
+        data: Record<string, string>
+      }
+      expect(board.metadata.namespace).toBe(cfg.monitoringNamespace)
+      expect(board.metadata.labels.grafana_dashboard).toBe('1')
+      expect(board.data['kunci-flash-sale.json']).toBe(
+        readFileSync(new URL('grafana/kunci-flash-sale.json', DEPLOY_DIR), 'utf8'),
+      )
+      const labelled = renderAll({ monitoringLabels: { release: 'prom' } }).get(
+        `k8s/${cfg.env}/monitoring.yaml`,
+      )
+      expect(labelled).toContain('release: prom')
     })
 
     it('the image is a parameter', () => {

@@ -16,9 +16,27 @@ export interface DeployConfig {
   namespace: string
   /** Namespace Prometheus (and its ServiceMonitor scrapes) runs in: allowed to reach the exporters. */
   monitoringNamespace: string
-  /** @defaultValue 'kunci/flash-sale:0.1.0' */
+  /**
+   * Labels on the ServiceMonitors and the PrometheusRule, for the operator's selectors: a default
+   * kube-prometheus-stack selects only objects labelled `release: <its Helm release>`, and skips
+   * the others without a word. Set yours (`kubectl get prometheus -A -o yaml | grep -A3 Selector`).
+   * @defaultValue { release: 'kube-prometheus-stack' }
+   */
+  monitoringLabels: Readonly<Record<string, string>>
+  /**
+   * The service's image, fully qualified: an unqualified `kunci/flash-sale` is pulled from Docker
+   * Hub, from a namespace this project does not own. The default is the name `npm run image` gives
+   * the image it builds (deploy/image/build.mjs); push it to your registry and set yours (kustomize
+   * `images:`, or `npm run deploy:render -- --image`), by digest where you can.
+   * @defaultValue 'localhost/kunci/flash-sale:0.1.0'
+   */
   image: string
-  /** Official Redis image, 7.x: hostname announcements (cluster-announce-hostname) need Redis ≥ 7. */
+  /**
+   * Official Redis image, 7.2.11 or later: hostname announcements (cluster-announce-hostname) need
+   * Redis ≥ 7, and 7.2.11 has the fixes for CVE-2025-49844 (Lua use-after-free; this service runs
+   * Lua all day) and CVE-2024-31228. The AOF's EXEC with the default user off (redis/redis#14541)
+   * is handled by the ACL rule, whatever the version (docs/cluster.md).
+   */
   redisImage: string
   /** The same major version as Debian's prometheus-redis-exporter the metric names are checked against. */
   exporterImage: string
@@ -67,9 +85,10 @@ const EXPORTER: Resources = {
 const COMMON = {
   namespace: 'kunci',
   monitoringNamespace: 'monitoring',
-  image: 'kunci/flash-sale:0.1.0',
-  redisImage: 'redis:7.2.5',
-  exporterImage: 'oliver006/redis_exporter:v1.45.0',
+  monitoringLabels: { release: 'kube-prometheus-stack' },
+  image: 'localhost/kunci/flash-sale:0.1.0',
+  redisImage: 'docker.io/library/redis:7.2.11',
+  exporterImage: 'docker.io/oliver006/redis_exporter:v1.45.0',
   storageClassName: undefined,
   exporterResources: EXPORTER,
 } as const

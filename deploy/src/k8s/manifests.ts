@@ -1,7 +1,7 @@
 import { stringify } from 'yaml'
 import { certificateObjects } from './cert-manager.js'
 import type { DeployConfig } from './config.js'
-import { serviceMonitors } from './monitoring.js'
+import { dashboardConfigMap, prometheusRule, serviceMonitors } from './monitoring.js'
 import { namespaceObjects, networkPolicies } from './network.js'
 import { clusterObjects } from './redis-cluster.js'
 import { redlockObjects } from './redlock.js'
@@ -40,7 +40,14 @@ export function buildManifests(cfg: DeployConfig): ManifestFile[] {
     { file: 'redis-cluster.yaml', objects: clusterObjects(cfg) },
     { file: 'flash-sale.yaml', objects: serviceObjects(cfg) },
     { file: 'network-policies.yaml', objects: networkPolicies(cfg) },
-    { file: 'monitoring.yaml', objects: serviceMonitors(cfg) as unknown as K8sObject[] },
+    {
+      file: 'monitoring.yaml',
+      objects: [
+        ...(serviceMonitors(cfg) as unknown as K8sObject[]),
+        prometheusRule(cfg) as unknown as K8sObject,
+        dashboardConfigMap(cfg),
+      ],
+    },
   ]
 }
 

@@ -1,3 +1,6 @@
+import { ConfigMap } from 'kubernetes-models/v1/ConfigMap'
+import { renderDashboard } from '../grafana/dashboard.js'
+import { RULE_GROUPS } from '../prometheus/rules.js'
 import type { DeployConfig } from './config.js'
 import { CLUSTER_NAME } from './redis-cluster.js'
 import { REDLOCK_NAME } from './redlock.js'
@@ -22,7 +25,7 @@ export function serviceMonitors(cfg: DeployConfig): ServiceMonitor[] {
   const monitor = (name: string, port: string, interval = '15s'): ServiceMonitor => ({
     apiVersion: 'monitoring.coreos.com/v1',
     kind: 'ServiceMonitor',
-    metadata: { name, namespace: cfg.namespace, labels: { 'app.kubernetes.io/part-of': 'kunci' } },
+    metadata: { name, namespace: cfg.namespace, labels: monitoringLabels(cfg) },
     spec: {
       selector: { matchLabels: { 'app.kubernetes.io/name': name } },
       namespaceSelector: { matchNames: [cfg.namespace] },
@@ -35,4 +38,42 @@ export function serviceMonitors(cfg: DeployConfig): ServiceMonitor[] {
     monitor(REDLOCK_NAME, 'metrics'),
     monitor(CLUSTER_NAME, 'metrics'),
   ]
+}
+
+const monitoringLabels = (cfg: DeployConfig) => ({
+  'app.kubernetes.io/part-of': 'kunci',
+  ...cfg.monitoringLabels,
+})
+
+/** The alert rules of deploy/prometheus/alerts.yml as the operator loads them. */
+export interface PrometheusRule {
+  apiVersion: 'monitoring.coreos.com/v1'
+  kind: 'PrometheusRule'
+  metadata: { name: string; namespace: string; labels: Record<string, string> }
+  spec: { groups: { name: string; rules: unknown[] }[] }
+}
+
+export function prometheusRule(cfg: DeployConfig): PrometheusRule {
+  return {
+    apiVersion: 'monitoring.coreos.com/v1',
+    kind: 'PrometheusRule',
+    metadata: { name: 'kunci', namespace: cfg.namespace, labels: monitoringLabels(cfg) },
+    spec: { groups: RULE_GROUPS.map((g) => ({ name: g.name, rules: [...g.rules] })) },
+  }
+}
+
+/**
+ * The Grafana dashboard as a ConfigMap for Grafana's dashboard sidecar (kube-prometheus-stack's
+ * picks up ConfigMaps labelled `grafana_dashboard: "1"` in its own namespace by default): in the
+ * monitoring namespace.
+ */
+export function dashboardConfigMap(cfg: DeployConfig): ConfigMap {
+  return new ConfigMap({
+    metadata: {
+      name: 'kunci-flash-sale-dashboard',
+      namespace: cfg.monitoringNamespace,
+      labels: { 'app.kubernetes.io/part-of': 'kunci', grafana_dashboard: '1' },
+    },
+    data: { 'kunci-flash-sale.json': renderDashboard() },
+  })
 }

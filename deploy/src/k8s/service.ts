@@ -25,13 +25,42 @@ export const MIGRATE_NAME = 'flash-sale-migrate'
 const MAIN = 'apps/flash-sale/dist/cli/main.js'
 
 /**
- * Drain budget: preStop sleeps while the endpoint is removed from every kube-proxy (no new
- * requests), then SIGTERM starts the service's own drain (in-flight requests, up to ~10 s).
+ * Drain budget. On SIGTERM the service keeps serving for DRAIN_DELAY_MS with /readyz false while
+ * the endpoint is removed from every kube-proxy and load balancer (no new requests), then closes
+ * its listener and finishes what is in flight (DRAIN_TIMEOUT_MS, 10 s). The delay is the
+ * service's own, not a preStop `sleep`: the image has no shell and no sleep binary (issue 38).
  * terminationGracePeriodSeconds covers both plus a margin before SIGKILL.
  */
-export const PRE_STOP_SLEEP_SECONDS = 5
+export const DRAIN_DELAY_SECONDS = 5
 export const DRAIN_SECONDS = 10
-export const TERMINATION_GRACE_SECONDS = PRE_STOP_SLEEP_SECONDS + DRAIN_SECONDS + 10
+export const TERMINATION_GRACE_SECONDS = DRAIN_DELAY_SECONDS + DRAIN_SECONDS + 10
+
+/**
+ * The migrate Job's name, one per release: a Job's pod template is immutable, so a Job that kept
+ * its name across releases made the next `kubectl apply` fail ("field is immutable") while the
+ * finished Job was kept (ttlSecondsAfterFinished). The release is the image's tag, or the first 12
+ * hex digits of its digest. Re-applying the same release is a no-op. Rendering sets it; an image
+ * changed afterwards (kustomize `images:`) leaves the name as it was: docs/operations.md
+ * ("Upgrades") says what to do then.
+ */
+export function migrateJobName(image: string): string {
+  const at = image.indexOf('@')
+  const name = at === -1 ? image : image.slice(0, at)
+  const colon = name.lastIndexOf(':')
+  const tag = colon > name.lastIndexOf('/') ? name.slice(colon + 1) : 'latest'
+  const release =
+    at === -1
+      ? tag
+      : image
+          .slice(at + 1)
+          .replace(/^sha256:/, '')
+          .slice(0, 12)
+  const label = release
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+  return `${MIGRATE_NAME}-${label}`.slice(0, 63).replace(/-+$/, '')
+}
 
 function env(cfg: DeployConfig): IEnvVar[] {
   const secret = (name: string, key: string) => ({ secretKeyRef: { name, key } })
@@ -117,12 +146,13 @@ export function serviceObjects(cfg: DeployConfig) {
         name: 'WAITING_ROOM_SECRET',
         valueFrom: { secretKeyRef: { name: APP_SECRET, key: 'waiting-room-secret' } },
       },
+      { name: 'DRAIN_DELAY_MS', value: String(DRAIN_DELAY_SECONDS * 1000) },
+      { name: 'DRAIN_TIMEOUT_MS', value: String(DRAIN_SECONDS * 1000) },
     ],
     ports: [{ name: 'http', containerPort: HTTP_PORT }],
     resources: resources(cfg.service.resources),
     securityContext: CONTAINER_SECURITY,
     ...httpProbes(HTTP_PORT),
-    lifecycle: { preStop: { exec: { command: ['sleep', String(PRE_STOP_SLEEP_SECONDS)] } } },
     volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }, ...caMounts(cfg)],
   }
   const deployment = new Deployment({
@@ -203,7 +233,7 @@ export function serviceObjects(cfg: DeployConfig) {
   // replicas starting together would race on the same schema change.
   const migrateLabels = { 'app.kubernetes.io/name': MIGRATE_NAME, 'app.kubernetes.io/part-of': 'kunci' }
   const migrate = new Job({
-    metadata: { name: MIGRATE_NAME, namespace: ns, labels: migrateLabels },
+    metadata: { name: migrateJobName(cfg.image), namespace: ns, labels: migrateLabels },
     spec: {
       backoffLimit: 3,
       ttlSecondsAfterFinished: 3600,
