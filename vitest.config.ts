@@ -21,6 +21,8 @@ const SLOW_FILES_S: Readonly<Record<string, number>> = {
   'apps/flash-sale/test/integration/persist-batch-stack.test.ts': 53,
   'apps/flash-sale/test/model/checkout-model.test.ts': 50,
   'apps/flash-sale/test/crowd/failover-crowd.test.ts': 50,
+  // Builds the image (~50 s on a fresh machine, the local base ~25 s more), then runs it.
+  'deploy/test/integration/image.test.ts': 80,
   'apps/flash-sale/test/integration/amqp.test.ts': 42,
   'apps/flash-sale/test/crowd/failover-crowd-loop.test.ts': 41,
   'apps/flash-sale/test/crowd/failover-crowd-redlock.test.ts': 35,
@@ -86,7 +88,7 @@ export default defineConfig({
             'packages/kunci/test/model/**/*.test.ts',
             'apps/*/test/model/**/*.test.ts',
             'apps/*/test/unit/**/*.test.ts',
-            'deploy/test/**/*.test.ts',
+            'deploy/test/*.test.ts',
             'bench/test/**/*.test.ts',
           ],
           sequence: { groupOrder: 0 },
@@ -102,6 +104,8 @@ export default defineConfig({
             'packages/*/test/integration/**/*.test.ts',
             'packages/topology/test/**/*.test.ts',
             'apps/*/test/integration/**/*.test.ts',
+            // Builds the service's image and runs it as the manifests do (podman or docker).
+            'deploy/test/integration/**/*.test.ts',
           ],
           testTimeout: 60_000,
           hookTimeout: 60_000,

@@ -5,7 +5,8 @@
 // iptables (package iptables, for real network partitions: @kunci/topology startNetworkFaults), spin
 // (package spin: the lock protocol's model, packages/kunci/model/) and gcc (package gcc: spin's
 // verifiers, and topology's steppable wall clock for redis-server, packages/topology/native/) and
-// wrk (package wrk: the checkout bench's C load generator, bench/checkout/wrk.ts).
+// wrk (package wrk: the checkout bench's C load generator, bench/checkout/wrk.ts), podman and runc
+// (the service's image, deploy/image/).
 // Installs the missing ones with apt-get when we are root on a Debian-like system; otherwise
 // prints the exact command and exits 1.
 //
@@ -21,6 +22,10 @@ const TOOLS = {
   iptables: { bin: 'iptables', pkg: 'iptables' },
   spin: { bin: 'spin', pkg: 'spin' },
   gcc: { bin: 'gcc', pkg: 'gcc' },
+  // The service's image (deploy/image/, built and run by deploy/test/integration/image.test.ts):
+  // podman, and runc as its runtime (crun, podman's default, fails on some kernels' cgroups).
+  podman: { bin: 'podman', pkg: 'podman' },
+  runc: { bin: 'runc', pkg: 'runc' },
   // Only when named: no test needs it, so `npm test` must not ask for it.
   wrk: { bin: 'wrk', pkg: 'wrk', onlyWhenNamed: true },
 }
@@ -59,5 +64,10 @@ if (pkgs.length > 0) {
     )
     process.exit(1)
   }
+}
+// podman's settings for hosts like ours (runc, no default ulimits): written when missing.
+if (wanted.includes('podman')) {
+  const { containerTool } = await import('../deploy/image/container-tool.mjs')
+  containerTool()
 }
 if (!process.env.KUNCI_QUIET) console.error(`[kunci] tools present: ${wanted.join(', ')}`)
