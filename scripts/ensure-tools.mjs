@@ -12,7 +12,8 @@
 //
 //   node scripts/ensure-tools.mjs                 all of them but wrk (the benchmarks name it)
 //   node scripts/ensure-tools.mjs promtool        only what is named
-import { execFileSync, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
+import { aptInstall } from './apt-install.mjs'
 
 const TOOLS = {
   promtool: { bin: 'promtool', pkg: 'prometheus' },
@@ -44,16 +45,7 @@ for (const name of wanted) {
 const missing = wanted.filter((name) => !has(TOOLS[name].bin))
 const pkgs = [...new Set(missing.map((name) => TOOLS[name].pkg))]
 if (pkgs.length > 0) {
-  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0
-  if (isRoot && has('apt-get')) {
-    console.error(`[kunci] installing ${pkgs.join(', ')} with apt-get…`)
-    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }
-    execFileSync('apt-get', ['update', '-q'], { stdio: 'inherit', env })
-    execFileSync('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...pkgs], {
-      stdio: 'inherit',
-      env,
-    })
-  }
+  aptInstall(pkgs)
   const still = wanted.filter((name) => !has(TOOLS[name].bin))
   if (still.length > 0) {
     const need = [...new Set(still.map((name) => TOOLS[name].pkg))].join(' ')

@@ -7,8 +7,9 @@
 // not exist (and printed when it exists without them):
 //   runtime = "runc"        crun, podman's default, fails on this kernel's cgroups
 //   default_ulimits = []    podman's default nofile limit is refused by setrlimit in this sandbox
-import { execFileSync, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { aptInstall } from '../../scripts/apt-install.mjs'
 
 const CONF = '/etc/containers/containers.conf'
 const CONF_TEXT = `# Written by kunci's deploy/image/container-tool.mjs (see docs/operations.md, "The image").
@@ -52,14 +53,7 @@ export function containerTool() {
     return 'podman'
   }
   if (works('docker', ['info'])) return 'docker'
-  if (isRoot() && works('apt-get', ['--version'])) {
-    console.error(`[kunci] installing ${PACKAGES.join(', ')} with apt-get…`)
-    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }
-    execFileSync('apt-get', ['update', '-q'], { stdio: 'inherit', env })
-    execFileSync('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...PACKAGES], {
-      stdio: 'inherit',
-      env,
-    })
+  if (aptInstall(PACKAGES)) {
     ensurePodmanConf()
     if (works('podman', ['--version'])) return 'podman'
   }
