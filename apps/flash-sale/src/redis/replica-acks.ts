@@ -99,6 +99,9 @@ const ALONE_CHECK_MS = 1_000
  *   the outcome `alone` (durable: no failover can take the writes back). Otherwise `no_replica`
  *   or `timeout`: not durable, and those who persist or finish work from these writes wait.
  */
+/** The least time between two rounds asked for by waiting callers on a node short of replicas. */
+const WAITING_PROBE_MS = 200
+
 export class ReplicaAcks {
   readonly #route: AckRoute
   readonly #replicas: number
@@ -145,7 +148,8 @@ export class ReplicaAcks {
    * for a round even while the node is marked short of replicas, instead of the answer from
    * memory until the next probe: a round that timed out only because a replica was slow (WAIT's
    * 50 ms on a loaded machine) would otherwise keep it unconfirmed for the whole probe interval.
-   * Still one round in flight per node, shared by every caller.
+   * Still one round in flight per node, shared by every caller, and a new one at most every
+   * 200 ms while the node stays short of replicas.
    */
   confirmOutcome(markerKey: string, servedBy?: string, probe = false): Promise<AckOutcome> {
     const node = this.#closed ? undefined : this.#route.nodeOf(markerKey)
@@ -163,7 +167,11 @@ export class ReplicaAcks {
       }
       this.#nodes.set(node, st)
     }
-    if (st.noReplica && !probe) {
+    // A caller that waits on purpose joins the round in flight, or starts one at most every
+    // WAITING_PROBE_MS: while a replica is really gone, hundreds of waiting checkouts must not
+    // turn into back-to-back rounds.
+    const waitingProbe = probe && (st.inFlight || Date.now() - st.probedAt >= WAITING_PROBE_MS)
+    if (st.noReplica && !waitingProbe) {
       if (!st.inFlight && Date.now() - st.probedAt >= this.#probeIntervalMs) {
         st.probedAt = Date.now()
         st.marker = markerKey
