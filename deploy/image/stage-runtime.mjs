@@ -3,10 +3,10 @@
 //   rootfs/  the runtime stage's root filesystem (node-root.mjs): this stage's node binary and the
 //            C libraries it links, passwd and group for uid 1000, /tmp as a mount point
 //   app/     the service as it runs: the manifests of the root and of the two workspaces it is made
-//            of (kunci, the service), the lockfile, and the compiled `dist` of both with the .lua
-//            and .sql files they load beside their modules. The production node_modules is
+//            of (kunci, the service), the lockfile, and the compiled `dist` of both (with the .lua
+//            and .sql files scripts/copy-lua.mjs put beside their modules). The production node_modules is
 //            installed into it afterwards (npm install --omit=dev, the lockfile's versions).
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { nodeRoot } from './node-root.mjs'
 
@@ -43,13 +43,4 @@ for (const ws of SERVED) {
     filter: (p) => statSync(p).isDirectory() || !/\.(d\.ts|map|tsbuildinfo)$/.test(p),
   })
 }
-// tsc emits .js only: the .lua and .sql files each module loads beside it.
-function copyAssets(from, to) {
-  for (const name of readdirSync(from)) {
-    const path = join(from, name)
-    if (statSync(path).isDirectory()) copyAssets(path, join(to, name))
-    else if (name.endsWith('.lua') || name.endsWith('.sql')) cpSync(path, join(to, name))
-  }
-}
-for (const ws of SERVED) copyAssets(join(src, ws, 'src'), join(app, ws, 'dist'))
 console.log(`[stage-runtime] ${rootfs} (node ${process.version}, loader ${loader}), ${app}`)

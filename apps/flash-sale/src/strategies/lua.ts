@@ -90,7 +90,7 @@ export class LuaStrategy implements CheckoutStrategy {
       if (
         isRecordedRefusal(reply.code, req.idempotencyKey) &&
         reply.durable === false &&
-        !(await this.#refusalKept(req.productId, reply.servedBy, deadline))
+        !(await this.#keptWithin(req.productId, reply.servedBy, deadline))
       )
         return unkeptRefusal()
       if (reply.code === 'UNKNOWN_PRODUCT' && (await this.#saleKnownElsewhere(req.productId, deadline)))
@@ -156,7 +156,7 @@ export class LuaStrategy implements CheckoutStrategy {
     if (
       isRecordedRefusal(recorded.code, req.idempotencyKey) &&
       recorded.durable === false &&
-      !(await this.#refusalKept(req.productId, recorded.servedBy, deadline))
+      !(await this.#keptWithin(req.productId, recorded.servedBy, deadline))
     )
       return unkeptRefusal()
     this.#rememberKey(req, local.epoch, recorded.code, recorded.orderId)
@@ -220,23 +220,20 @@ export class LuaStrategy implements CheckoutStrategy {
       (await withTimeout(this.options.holdsUnit(orderId), left()).catch(() => false))
     // Not in SQL yet: a replica that is resyncing after it rejoined holds it within about a second.
     // The same node only: the promoted replica being alone says nothing of the deposed master's record.
-    if (
-      inSql ||
-      (await this.store.waitDurable(req.productId, Math.min(UNCONFIRMED_PURCHASE_WAIT_MS, left()), servedBy))
-    )
+    if (inSql || (await this.#keptWithin(req.productId, servedBy, deadline)))
       return refused(saleRefusal('ALREADY_PURCHASED', req.productId, orderId))
     return refused(unavailable("the sale's Redis master cannot show yet that your earlier order is kept", 1))
   }
 
   /**
-   * A final refusal recorded under the key by a master whose confirmation round did not show at
-   * once that a replica holds it. Usually the round only timed out (WAIT's 50 ms, a replica slow
+   * An answer recorded by a master whose confirmation round did not show at once that a replica
+   * holds it (a final refusal under a key, or an ALREADY_PURCHASED). Usually the round only timed out (WAIT's 50 ms, a replica slow
    * to acknowledge on a loaded machine: 503s seconds after a failover had healed, issue 41); a
    * later round on the same node that is acknowledged covers everything the node wrote before
    * it, the record included. So: later rounds, as for an unconfirmed purchase, within the
    * checkout's deadline; false (503, retry) if none shows it, as when the master is cut off.
    */
-  #refusalKept(productId: string, servedBy: string | undefined, deadline: number): Promise<boolean> {
+  #keptWithin(productId: string, servedBy: string | undefined, deadline: number): Promise<boolean> {
     const left = deadline - performance.now()
     if (left <= 0) return Promise.resolve(false)
     return this.store.waitDurable(productId, Math.min(UNCONFIRMED_PURCHASE_WAIT_MS, left), servedBy)
@@ -340,11 +337,7 @@ export class LuaStrategy implements CheckoutStrategy {
       if (
         isRecordedRefusal(recorded.code, req.idempotencyKey) &&
         recorded.durable === false &&
-        !(await this.#refusalKept(
-          req.productId,
-          recorded.servedBy,
-          performance.now() + this.store.deadlineMs,
-        ))
+        !(await this.#keptWithin(req.productId, recorded.servedBy, performance.now() + this.store.deadlineMs))
       )
         refusal = unkeptRefusalOf()
       else {
